@@ -1,0 +1,73 @@
+"""One entry point for every decoding strategy: ``decode(model, encoder_out, lengths, config)``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+from transdec.decoding.greedy_frame_looping import greedy_frame_looping
+from transdec.decoding.greedy_label_looping import greedy_label_looping
+from transdec.decoding.greedy_reference import greedy_reference
+from transdec.decoding.inputs import check_max_symbols
+from transdec.decoding.results import DecodingResult
+from transdec.model.protocol import DecodingModel
+from transdec.runtime import decoding_threads
+
+#: Strategy name -> decoder. ``greedy_frame`` is exact for RNN-T only (see its module).
+STRATEGIES: dict[str, Callable[..., DecodingResult]] = {
+    "greedy_label": greedy_label_looping,
+    "greedy_frame": greedy_frame_looping,
+    "greedy_reference": greedy_reference,
+}
+
+
+@dataclass(frozen=True)
+class DecodingConfig:
+    """How to decode.
+
+    Attributes:
+        strategy: ``"greedy_label"`` (label-looping, exact, fastest), ``"greedy_frame"`` (frame-looping
+            baseline; inexact for TDT and multi-blank) or ``"greedy_reference"`` (one utterance at a
+            time; the specification).
+        max_symbols_per_frame: tokens allowed at one frame before time is forced forward; None for no
+            limit (a model that never emits a blank then never stops).
+        cpu_threads: intra-op threads for the decoding loop on CPU; None lets transdec choose
+            (see :mod:`transdec.runtime`). Ignored on other devices.
+    """
+
+    strategy: str = "greedy_label"
+    max_symbols_per_frame: int | None = 10
+    cpu_threads: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.strategy not in STRATEGIES:
+            raise ValueError(f"unknown decoding strategy {self.strategy!r}; choose from {sorted(STRATEGIES)}")
+        check_max_symbols(self.max_symbols_per_frame)
+        if self.cpu_threads is not None and self.cpu_threads < 1:
+            raise ValueError(f"cpu_threads must be at least 1 or None, got {self.cpu_threads}")
+
+
+def decode(
+    model: DecodingModel,
+    encoder_out: torch.Tensor,
+    lengths: torch.Tensor,
+    config: DecodingConfig | None = None,
+) -> DecodingResult:
+    """Decode a batch of encoder outputs.
+
+    Args:
+        model: anything with ``head``, ``predictor`` and ``joint`` (see :mod:`transdec.model.protocol`).
+        encoder_out: ``[B, T, D]`` encoder frames; frames past an utterance's length are never read.
+        lengths: ``[B]`` number of valid frames per utterance.
+        config: strategy and options; defaults to exact label-looping greedy decoding.
+
+    Returns:
+        A :class:`~transdec.decoding.results.DecodingResult`; ``result.hypotheses()`` gives one
+        :class:`~transdec.decoding.results.Hypothesis` per utterance.
+    """
+    config = config or DecodingConfig()
+    decoder = STRATEGIES[config.strategy]
+    with decoding_threads(encoder_out.device, config.cpu_threads):
+        return decoder(model, encoder_out, lengths, max_symbols_per_frame=config.max_symbols_per_frame)

@@ -1,0 +1,105 @@
+"""BatchedHyps: the hypotheses of a whole batch as tensors, updated by masks rather than Python loops."""
+
+from __future__ import annotations
+
+import torch
+
+from transdec.decoding.results import Hypothesis
+
+
+class BatchedHyps:
+    """Tokens of ``B`` hypotheses in ``[B, L]`` tensors whose capacity ``L`` doubles when full.
+
+    Attributes:
+        lengths: ``[B]`` number of tokens in each hypothesis.
+        tokens, timestamps, durations: ``[B, L]`` int64; entries at or past ``lengths`` are undefined.
+        token_logprobs: ``[B, L]`` float.
+        scores: ``[B]`` float, the path log-probability (see :class:`~transdec.decoding.results.Hypothesis`).
+    """
+
+    def __init__(self, batch_size: int, capacity: int, device: torch.device, float_dtype: torch.dtype) -> None:
+        capacity = max(capacity, 1)
+        self.lengths = torch.zeros(batch_size, dtype=torch.long, device=device)
+        self.tokens = torch.zeros(batch_size, capacity, dtype=torch.long, device=device)
+        self.timestamps = torch.zeros_like(self.tokens)
+        self.durations = torch.zeros_like(self.tokens)
+        self.token_logprobs = torch.zeros(batch_size, capacity, dtype=float_dtype, device=device)
+        self.scores = torch.zeros(batch_size, dtype=float_dtype, device=device)
+        self._rows = torch.arange(batch_size, device=device)
+        # A host-side bound on lengths.max(): each add_labels call grows any length by at most one, so
+        # counting calls tells when to grow without reading lengths back from the device.
+        self._length_bound = 0
+
+    @property
+    def batch_size(self) -> int:
+        return self.tokens.shape[0]
+
+    @property
+    def capacity(self) -> int:
+        return self.tokens.shape[1]
+
+    def add_labels(
+        self,
+        mask: torch.Tensor,
+        tokens: torch.Tensor,
+        timestamps: torch.Tensor | int,
+        durations: torch.Tensor | None,
+        token_logprobs: torch.Tensor,
+    ) -> None:
+        """Append one token to each hypothesis where ``mask [B]`` is True.
+
+        ``tokens``, ``timestamps``, ``durations`` and ``token_logprobs`` are ``[B]`` (``timestamps`` may
+        be one frame for all; ``durations`` None means 0). Rows where ``mask`` is False are written past
+        their length, which leaves them unchanged.
+        """
+        if self._length_bound >= self.capacity:
+            self._grow()
+        index = (self._rows, self.lengths)
+        self.tokens[index] = tokens
+        self.timestamps[index] = timestamps
+        if durations is not None:
+            self.durations[index] = durations
+        self.token_logprobs[index] = token_logprobs
+        self.lengths += mask
+        self._length_bound += 1
+
+    def add_scores(self, mask: torch.Tensor, logprobs: torch.Tensor) -> None:
+        """Add ``logprobs [B]`` to the scores where ``mask [B]`` is True."""
+        self.scores += torch.where(mask, logprobs, 0.0)
+
+    def _grow(self) -> None:
+        def doubled(buffer: torch.Tensor) -> torch.Tensor:
+            return torch.cat([buffer, torch.zeros_like(buffer)], dim=1)
+
+        self.tokens = doubled(self.tokens)
+        self.timestamps = doubled(self.timestamps)
+        self.durations = doubled(self.durations)
+        self.token_logprobs = doubled(self.token_logprobs)
+
+    def to_hypotheses(self) -> list[Hypothesis]:
+        """One :class:`Hypothesis` per row, as Python lists (one device-to-host copy per field)."""
+        lengths = self.lengths.tolist()
+        tokens, timestamps = self.tokens.tolist(), self.timestamps.tolist()
+        durations, logprobs = self.durations.tolist(), self.token_logprobs.tolist()
+        return [
+            Hypothesis(tokens[b][:n], timestamps[b][:n], durations[b][:n], logprobs[b][:n], score)
+            for b, (n, score) in enumerate(zip(lengths, self.scores.tolist()))
+        ]
+
+    @classmethod
+    def from_hypotheses(
+        cls, hypotheses: list[Hypothesis], device: torch.device, float_dtype: torch.dtype
+    ) -> BatchedHyps:
+        """The batched form of per-utterance hypotheses."""
+        longest = max((len(h.tokens) for h in hypotheses), default=0)
+        batch = cls(len(hypotheses), longest, device, float_dtype)
+        for b, hyp in enumerate(hypotheses):
+            n = len(hyp.tokens)
+            batch.tokens[b, :n] = torch.tensor(hyp.tokens, dtype=torch.long)
+            batch.timestamps[b, :n] = torch.tensor(hyp.timestamps, dtype=torch.long)
+            batch.durations[b, :n] = torch.tensor(hyp.durations, dtype=torch.long)
+            batch.token_logprobs[b, :n] = torch.tensor(hyp.token_logprobs, dtype=float_dtype)
+            batch.lengths[b] = n
+            batch.scores[b] = hyp.score
+        batch._length_bound = longest
+        return batch

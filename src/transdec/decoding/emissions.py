@@ -1,0 +1,75 @@
+"""The greedy choice at one decoding step, batched: which label, how far time moves, at what log-prob.
+
+The per-utterance reference decoder spells the same rules out one step at a time; the tests hold the two
+to each other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from transdec.model.protocol import HeadSpec
+
+
+@dataclass
+class Emissions:
+    """The argmax emission of each of ``B`` rows; every field is ``[B]``.
+
+    Attributes:
+        labels: the chosen label output: a token (``< V``), a big blank or the blank.
+        is_blank: whether the label is the blank or a big blank.
+        durations: TDT only (else None): the predicted duration, independent of the label.
+        advance: frames time moves by: 0 after an RNN-T or multi-blank token, the duration after a TDT
+            token, 1 after a blank (a TDT blank with duration 0 moves by 1 too), a big blank's duration.
+        label_logprobs: log-probability of the label.
+        logprobs: log-probability of the emission: the label's, plus the duration's for TDT.
+    """
+
+    labels: torch.Tensor
+    is_blank: torch.Tensor
+    durations: torch.Tensor | None
+    advance: torch.Tensor
+    label_logprobs: torch.Tensor
+    logprobs: torch.Tensor
+
+
+class GreedyHead:
+    """Reads argmax emissions from joint logits ``[B, C]`` for one head; holds the lookup tables on the device."""
+
+    def __init__(self, head: HeadSpec, device: torch.device) -> None:
+        self.head = head
+        if head.kind == "tdt":
+            self._duration_values = torch.tensor(head.durations, dtype=torch.long, device=device)
+        else:
+            advance = torch.zeros(head.num_labels, dtype=torch.long, device=device)
+            advance[head.blank_id] = 1
+            for i, duration in enumerate(head.big_blank_durations):
+                advance[head.big_blank_id(i)] = duration
+            self._advance_by_label = advance
+
+    def __call__(self, logits: torch.Tensor) -> Emissions:
+        head = self.head
+        if head.kind != "tdt":
+            label_logprobs, labels = logits.log_softmax(dim=-1).max(dim=-1)
+            return Emissions(
+                labels=labels,
+                is_blank=labels >= head.num_tokens,
+                durations=None,
+                advance=self._advance_by_label[labels],
+                label_logprobs=label_logprobs,
+                logprobs=label_logprobs,
+            )
+        label_logprobs, labels = logits[..., : head.num_labels].log_softmax(dim=-1).max(dim=-1)
+        duration_logprobs, duration_index = logits[..., head.num_labels :].log_softmax(dim=-1).max(dim=-1)
+        durations = self._duration_values[duration_index]
+        is_blank = labels == head.blank_id
+        return Emissions(
+            labels=labels,
+            is_blank=is_blank,
+            durations=durations,
+            advance=torch.where(is_blank, durations.clamp(min=1), durations),
+            label_logprobs=label_logprobs,
+            logprobs=label_logprobs + duration_logprobs,
+        )

@@ -1,0 +1,58 @@
+"""What decoders return: per-utterance hypotheses, the batched form, and call counts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from transdec.decoding.batched_hyps import BatchedHyps
+
+
+@dataclass
+class Hypothesis:
+    """One decoded utterance.
+
+    Attributes:
+        tokens: token ids, in order (blanks are never included).
+        timestamps: the encoder frame each token was emitted at.
+        durations: frames each token consumes: the predicted duration for TDT, 0 for RNN-T and
+            multi-blank (their labels never advance time).
+        token_logprobs: log-probability of each token's label (for TDT without the duration term).
+        score: log-probability of the whole decoded path: every label and blank emission, including
+            TDT duration terms. Frames skipped by a forced advance (``max_symbols_per_frame``) add nothing.
+    """
+
+    tokens: list[int] = field(default_factory=list)
+    timestamps: list[int] = field(default_factory=list)
+    durations: list[int] = field(default_factory=list)
+    token_logprobs: list[float] = field(default_factory=list)
+    score: float = 0.0
+
+
+@dataclass
+class DecodingStats:
+    """How much work a decode did: calls of the predictor and of the joint, each over the whole batch."""
+
+    predictor_calls: int = 0
+    joint_calls: int = 0
+
+
+@dataclass
+class DecodingResult:
+    """Output of every decoder.
+
+    Attributes:
+        hyps: the batched form (``[B, L]`` tensors), for further tensor work without Python loops.
+        stats: call counts.
+        exact: False for decoders that may differ from the per-utterance reference (frame-looping
+            TDT and multi-blank, which advance the whole batch by its smallest duration).
+    """
+
+    hyps: BatchedHyps
+    stats: DecodingStats
+    exact: bool = True
+
+    def hypotheses(self) -> list[Hypothesis]:
+        """The hypotheses as Python lists, one per utterance."""
+        return self.hyps.to_hypotheses()

@@ -1,0 +1,17 @@
+"""The model protocol and the predictor, joint and head modules that implement it."""
+
+from transdec.model.joint import JointNetwork
+from transdec.model.predictors import LSTMPredictor, StatelessPredictor
+from transdec.model.protocol import DecodingModel, HeadSpec, Joint, Predictor
+from transdec.model.transducer_decoder import TransducerDecoder
+
+__all__ = [
+    "DecodingModel",
+    "HeadSpec",
+    "Joint",
+    "JointNetwork",
+    "LSTMPredictor",
+    "Predictor",
+    "StatelessPredictor",
+    "TransducerDecoder",
+]

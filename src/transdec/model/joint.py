@@ -1,0 +1,58 @@
+"""The joint network, implementing :class:`~transdec.model.protocol.Joint` for every head kind."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from transdec.model.protocol import HeadSpec
+
+_ACTIVATIONS = {"relu": nn.ReLU, "tanh": nn.Tanh, "sigmoid": nn.Sigmoid}
+
+
+class JointNetwork(nn.Module):
+    """``logits = output(activation(encoder_projection(f) + predictor_projection(g)))``.
+
+    The output width is ``head.num_outputs`` (see :mod:`transdec.model.protocol` for the layout).
+    """
+
+    def __init__(
+        self,
+        encoder_dim: int,
+        predictor_dim: int,
+        joint_dim: int,
+        head: HeadSpec,
+        activation: str = "relu",
+    ) -> None:
+        super().__init__()
+        if activation not in _ACTIVATIONS:
+            raise ValueError(f"unknown joint activation {activation!r}; choose from {sorted(_ACTIVATIONS)}")
+        self.head = head
+        self.encoder_dim = encoder_dim
+        self.predictor_dim = predictor_dim
+        self.encoder_projection = nn.Linear(encoder_dim, joint_dim)
+        self.predictor_projection = nn.Linear(predictor_dim, joint_dim)
+        self.activation = _ACTIVATIONS[activation]()
+        self.output = nn.Linear(joint_dim, head.num_outputs)
+
+    def project_encoder(self, encoder_out: torch.Tensor) -> torch.Tensor:
+        """``[B, T, De] -> [B, T, J]``."""
+        if encoder_out.shape[-1] != self.encoder_dim:
+            raise ValueError(
+                f"encoder output has feature size {encoder_out.shape[-1]}, the joint expects {self.encoder_dim}"
+            )
+        return self.encoder_projection(encoder_out)
+
+    def project_predictor(self, predictor_out: torch.Tensor) -> torch.Tensor:
+        """``[..., H] -> [..., J]``."""
+        return self.predictor_projection(predictor_out)
+
+    def combine(self, encoder_proj: torch.Tensor, predictor_proj: torch.Tensor) -> torch.Tensor:
+        """Raw logits ``[..., C]`` from projections ``[..., J]``."""
+        return self.output(self.activation(encoder_proj + predictor_proj))
+
+    def forward(self, encoder_out: torch.Tensor, predictor_out: torch.Tensor) -> torch.Tensor:
+        """Full lattice of logits for training: ``[B, T, De], [B, U + 1, H] -> [B, T, U + 1, C]``."""
+        return self.combine(
+            self.project_encoder(encoder_out).unsqueeze(2), self.project_predictor(predictor_out).unsqueeze(1)
+        )

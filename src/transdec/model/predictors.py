@@ -1,0 +1,149 @@
+"""Prediction networks implementing :class:`~transdec.model.protocol.Predictor`.
+
+Both take the blank id as start-of-sequence and embed it as zeros (NeMo's "blank as pad"), so that the
+first step sees no label.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+LSTMState = tuple[torch.Tensor, torch.Tensor]
+
+
+class LSTMPredictor(nn.Module):
+    """Embedding followed by an ``num_layers``-layer LSTM.
+
+    State: ``(h, c)``, each ``[num_layers, B, hidden_size]``.
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        hidden_size: int,
+        num_layers: int = 1,
+        embedding_dim: int | None = None,
+        blank_id: int | None = None,
+    ) -> None:
+        """
+        Args:
+            vocab_size: tokens plus the blank (``V + 1``).
+            hidden_size: LSTM width ``H``, the size of the predictor output.
+            num_layers: number of stacked LSTM layers.
+            embedding_dim: label embedding width (default ``hidden_size``).
+            blank_id: the start-of-sequence / blank input, embedded as zeros (default ``vocab_size - 1``).
+        """
+        super().__init__()
+        self.blank_id = vocab_size - 1 if blank_id is None else blank_id
+        embedding_dim = hidden_size if embedding_dim is None else embedding_dim
+        self.embedding = nn.Embedding(vocab_size, embedding_dim, padding_idx=self.blank_id)
+        self.lstm = nn.LSTM(embedding_dim, hidden_size, num_layers=num_layers, batch_first=True)
+        self.hidden_size = hidden_size
+        self.num_layers = num_layers
+
+    @property
+    def output_size(self) -> int:
+        return self.hidden_size
+
+    def forward(self, labels: torch.Tensor) -> torch.Tensor:
+        """Teacher-forced outputs for training: ``labels [B, U] -> [B, U + 1, H]``.
+
+        Output ``u`` has seen start-of-sequence and the first ``u`` labels.
+        """
+        sos = torch.full_like(labels[:, :1], self.blank_id)
+        output, _ = self.lstm(self.embedding(torch.cat([sos, labels], dim=1)))
+        return output
+
+    def initial_state(self, batch_size: int) -> LSTMState:
+        weight = self.lstm.weight_hh_l0
+        zeros = weight.new_zeros(self.num_layers, batch_size, self.hidden_size)
+        return zeros, zeros.clone()
+
+    def step(self, labels: torch.Tensor, state: LSTMState) -> tuple[torch.Tensor, LSTMState]:
+        """One label per hypothesis: ``labels [B]`` -> ``(output [B, H], (h, c))``.
+
+        The cell is written out with two matrix products per layer rather than calling ``nn.LSTM``:
+        on CPU, ``nn.LSTM`` with one time step goes through oneDNN and was measured 10x slower per step
+        at batch 1 (see ``docs/benchmarks.md``), and the explicit form does not depend on global
+        backend flags.
+        """
+        h, c = state
+        x = self.embedding(labels)
+        new_h, new_c = [], []
+        for layer in range(self.num_layers):
+            gates = torch.addmm(self._bias(layer), x, getattr(self.lstm, f"weight_ih_l{layer}").t())
+            gates = gates.addmm_(h[layer], getattr(self.lstm, f"weight_hh_l{layer}").t())
+            in_gate, forget_gate, cell_gate, out_gate = gates.chunk(4, dim=1)
+            c_layer = torch.sigmoid(forget_gate) * c[layer] + torch.sigmoid(in_gate) * torch.tanh(cell_gate)
+            x = torch.sigmoid(out_gate) * torch.tanh(c_layer)
+            new_h.append(x)
+            new_c.append(c_layer)
+        return x, (torch.stack(new_h), torch.stack(new_c))
+
+    def _bias(self, layer: int) -> torch.Tensor:
+        return getattr(self.lstm, f"bias_ih_l{layer}") + getattr(self.lstm, f"bias_hh_l{layer}")
+
+    def select_state(self, mask: torch.Tensor, if_true: LSTMState, if_false: LSTMState) -> LSTMState:
+        where = mask.view(1, -1, 1)
+        return torch.where(where, if_true[0], if_false[0]), torch.where(where, if_true[1], if_false[1])
+
+    def gather_state(self, state: LSTMState, indices: torch.Tensor) -> LSTMState:
+        return state[0].index_select(1, indices), state[1].index_select(1, indices)
+
+
+class StatelessPredictor(nn.Module):
+    """Concatenated embeddings of the last ``context_size`` labels (the multi-blank paper's predictor).
+
+    State: the last ``context_size`` labels, ``[B, context_size]`` int64, most recent last; blank
+    fills positions before the start of the sequence.
+    """
+
+    def __init__(self, vocab_size: int, hidden_size: int, context_size: int = 2, blank_id: int | None = None) -> None:
+        """
+        Args:
+            vocab_size: tokens plus the blank (``V + 1``).
+            hidden_size: output width ``H``; each context position gets ``H / context_size`` of it.
+            context_size: number of previous labels the output depends on.
+            blank_id: the start-of-sequence / blank input, embedded as zeros (default ``vocab_size - 1``).
+        """
+        super().__init__()
+        if context_size < 1:
+            raise ValueError(f"context_size must be at least 1, got {context_size}")
+        if hidden_size % context_size:
+            raise ValueError(f"hidden_size {hidden_size} must be divisible by context_size {context_size}")
+        self.blank_id = vocab_size - 1 if blank_id is None else blank_id
+        self.context_size = context_size
+        self.hidden_size = hidden_size
+        self.embeddings = nn.ModuleList(
+            nn.Embedding(vocab_size, hidden_size // context_size, padding_idx=self.blank_id)
+            for _ in range(context_size)
+        )
+
+    @property
+    def output_size(self) -> int:
+        return self.hidden_size
+
+    def forward(self, labels: torch.Tensor) -> torch.Tensor:
+        """Teacher-forced outputs for training: ``labels [B, U] -> [B, U + 1, H]``."""
+        padded = torch.cat([labels.new_full((labels.shape[0], self.context_size), self.blank_id), labels], dim=1)
+        contexts = padded.unfold(1, self.context_size, 1)  # [B, U + 1, context_size]
+        return self._embed(contexts)
+
+    def initial_state(self, batch_size: int) -> torch.Tensor:
+        device = self.embeddings[0].weight.device
+        return torch.full((batch_size, self.context_size), self.blank_id, dtype=torch.long, device=device)
+
+    def step(self, labels: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``labels [B]`` -> ``(output [B, H], context [B, context_size])``."""
+        context = torch.cat([state[:, 1:], labels.unsqueeze(1)], dim=1)
+        return self._embed(context), context
+
+    def _embed(self, contexts: torch.Tensor) -> torch.Tensor:
+        return torch.cat([embed(contexts[..., i]) for i, embed in enumerate(self.embeddings)], dim=-1)
+
+    def select_state(self, mask: torch.Tensor, if_true: torch.Tensor, if_false: torch.Tensor) -> torch.Tensor:
+        return torch.where(mask.unsqueeze(1), if_true, if_false)
+
+    def gather_state(self, state: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
+        return state.index_select(0, indices)

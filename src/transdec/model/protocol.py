@@ -1,0 +1,179 @@
+"""The small model protocol every transdec decoder is written against.
+
+A Transducer decoder needs three things from a model, and nothing else:
+
+* a :class:`HeadSpec` saying how to read the joint's output vector;
+* a :class:`Predictor` (the "decoder" or prediction network) that advances one label at a time;
+* a :class:`Joint` that combines encoder frames with predictor outputs into logits.
+
+Anything with ``head``, ``predictor`` and ``joint`` attributes of these kinds is a
+:class:`DecodingModel`: transdec's own modules, or adapters around NeMo, icefall or ONNX models.
+
+Output layout (the one NeMo uses, so NeMo models fit without remapping), with ``V = num_tokens``:
+
+=============  ==========================================  ==============================
+kind           joint output ``[..., C]``                   blank
+=============  ==========================================  ==============================
+``rnnt``       ``V`` tokens, blank                          ``V``
+``tdt``        ``V`` tokens, blank, ``len(durations)``      ``V``
+               duration logits
+``multiblank`` ``V`` tokens, big blanks, blank; big blank   ``V + len(big_blank_durations)``
+               ``i`` sits at ``blank - 1 - i``
+=============  ==========================================  ==============================
+
+The joint returns raw logits; decoders normalise them (log-softmax) themselves, so that scores mean
+the same on every device. For TDT the label logits (tokens and blank) and the duration logits are
+normalised separately; for multi-blank all ``C`` outputs share one softmax.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol, runtime_checkable
+
+import torch
+
+HeadKind = Literal["rnnt", "tdt", "multiblank"]
+
+#: A predictor's recurrent state. Opaque to decoders: only the predictor creates, selects and gathers it.
+PredictorState = Any
+
+
+@dataclass(frozen=True)
+class HeadSpec:
+    """How to read the joint output.
+
+    Attributes:
+        kind: ``"rnnt"``, ``"tdt"`` or ``"multiblank"``.
+        num_tokens: size ``V`` of the non-blank vocabulary.
+        durations: TDT only: the frame advance of each duration output, e.g. ``(0, 1, 2, 3, 4)``.
+        big_blank_durations: multi-blank only: the frame advance of each big blank, e.g. ``(2, 4, 8)``.
+    """
+
+    kind: HeadKind
+    num_tokens: int
+    durations: tuple[int, ...] = ()
+    big_blank_durations: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        # Accept lists from configs but store tuples, so the spec stays hashable and immutable.
+        object.__setattr__(self, "durations", tuple(int(d) for d in self.durations))
+        object.__setattr__(self, "big_blank_durations", tuple(int(d) for d in self.big_blank_durations))
+        if self.kind not in ("rnnt", "tdt", "multiblank"):
+            raise ValueError(f"HeadSpec.kind must be 'rnnt', 'tdt' or 'multiblank', got {self.kind!r}")
+        if self.num_tokens < 1:
+            raise ValueError(f"HeadSpec.num_tokens must be at least 1, got {self.num_tokens}")
+        if self.kind == "tdt":
+            if not self.durations:
+                raise ValueError("a TDT head needs durations, e.g. (0, 1, 2, 3, 4)")
+            if min(self.durations) < 0 or len(set(self.durations)) != len(self.durations):
+                raise ValueError(f"TDT durations must be distinct and non-negative, got {self.durations}")
+            if max(self.durations) < 1:
+                raise ValueError(f"TDT durations need at least one positive value, got {self.durations}")
+        elif self.durations:
+            raise ValueError(f"durations are for TDT heads only, got them for kind={self.kind!r}")
+        if self.kind == "multiblank":
+            if not self.big_blank_durations:
+                raise ValueError("a multi-blank head needs big_blank_durations, e.g. (2, 4, 8)")
+            if min(self.big_blank_durations) < 2 or len(set(self.big_blank_durations)) != len(
+                self.big_blank_durations
+            ):
+                raise ValueError(
+                    f"big blank durations must be distinct and at least 2, got {self.big_blank_durations}"
+                )
+        elif self.big_blank_durations:
+            raise ValueError(f"big_blank_durations are for multi-blank heads only, got kind={self.kind!r}")
+
+    @property
+    def blank_id(self) -> int:
+        """Index of the standard blank; it also serves as the start-of-sequence input of predictors."""
+        return self.num_tokens + len(self.big_blank_durations)
+
+    @property
+    def predictor_blank_id(self) -> int:
+        """The blank as predictors see it, used as start-of-sequence: ``num_tokens`` for every head.
+
+        Predictors have ``V + 1`` inputs; big blanks are never fed to them, so for multi-blank heads
+        this differs from :attr:`blank_id`.
+        """
+        return self.num_tokens
+
+    @property
+    def num_labels(self) -> int:
+        """Number of label outputs (tokens and every blank), i.e. the size of the label softmax."""
+        return self.blank_id + 1
+
+    @property
+    def num_outputs(self) -> int:
+        """Width ``C`` of the joint output: labels, then TDT duration logits."""
+        return self.num_labels + len(self.durations)
+
+    def big_blank_id(self, i: int) -> int:
+        """Output index of big blank ``i`` (duration ``big_blank_durations[i]``)."""
+        return self.blank_id - 1 - i
+
+
+@runtime_checkable
+class Predictor(Protocol):
+    """The prediction network, advanced one label at a time for a batch of ``B`` hypotheses.
+
+    The predictor's vocabulary is ``V + 1``: the tokens and the blank
+    (:attr:`HeadSpec.predictor_blank_id`, i.e. ``V``), which doubles as the start-of-sequence input.
+    Big blanks are never fed to a predictor.
+    """
+
+    def initial_state(self, batch_size: int) -> PredictorState:
+        """State before any label, for ``batch_size`` hypotheses, on the predictor's device and dtype."""
+        ...
+
+    def step(self, labels: torch.Tensor, state: PredictorState) -> tuple[torch.Tensor, PredictorState]:
+        """Feed one label per hypothesis.
+
+        Args:
+            labels: ``[B]`` int64 token ids, or ``V`` (the blank) for start-of-sequence.
+            state: the state for the same ``B`` hypotheses.
+
+        Returns:
+            ``(output [B, H], new_state)``: the output after consuming ``labels``, and the state that
+            has consumed them. ``state`` itself is not modified.
+        """
+        ...
+
+    def select_state(self, mask: torch.Tensor, if_true: PredictorState, if_false: PredictorState) -> PredictorState:
+        """Per hypothesis, ``if_true`` where ``mask [B]`` is True, else ``if_false``."""
+        ...
+
+    def gather_state(self, state: PredictorState, indices: torch.Tensor) -> PredictorState:
+        """The states of hypotheses ``indices [B']`` (repeats allowed), e.g. to reorder beams."""
+        ...
+
+
+@runtime_checkable
+class Joint(Protocol):
+    """The joint network, split so that decoders can project each input once and reuse it."""
+
+    def project_encoder(self, encoder_out: torch.Tensor) -> torch.Tensor:
+        """``[B, T, De] -> [B, T, J]``; decoders call this once per batch, before the decoding loop."""
+        ...
+
+    def project_predictor(self, predictor_out: torch.Tensor) -> torch.Tensor:
+        """``[..., H] -> [..., J]``; decoders call this once per predictor step."""
+        ...
+
+    def combine(self, encoder_proj: torch.Tensor, predictor_proj: torch.Tensor) -> torch.Tensor:
+        """Raw logits ``[..., C]`` from projections ``[..., J]`` (broadcasting like ``+``)."""
+        ...
+
+
+@runtime_checkable
+class DecodingModel(Protocol):
+    """What every transdec decoder needs: the head spec, the predictor and the joint."""
+
+    @property
+    def head(self) -> HeadSpec: ...
+
+    @property
+    def predictor(self) -> Predictor: ...
+
+    @property
+    def joint(self) -> Joint: ...

@@ -1,0 +1,13 @@
+import os
+import sys
+
+from hypothesis import HealthCheck, settings
+
+# Property tests are derandomized so that CI and developers see the same examples.
+settings.register_profile(
+    "default", derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow], print_blob=True
+)
+settings.register_profile("thorough", max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+sys.path.insert(0, os.path.dirname(__file__))

@@ -1,0 +1,159 @@
+"""Batched greedy decoders against the per-utterance reference on random models (float64, CPU).
+
+Matrix: RNN-T, TDT and multi-blank heads x LSTM and stateless predictors x blank-heavy and
+label-heavy models x max_symbols_per_frame 1, 3, 10, with batches of 1-32 utterances of random
+lengths (0 and 1 included). Frames past each length are NaN, so any read of padding would show.
+"""
+
+import functools
+import itertools
+import warnings
+
+import pytest
+import torch
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from transdec.decoding import greedy_frame_looping, greedy_label_looping, greedy_reference
+from transdec.model import HeadSpec
+from transdec.model.synthetic import random_decoder, random_encoder_output
+
+HEADS = {
+    "rnnt": HeadSpec("rnnt", num_tokens=9),
+    "tdt": HeadSpec("tdt", num_tokens=9, durations=(0, 1, 2, 3, 4)),
+    "multiblank": HeadSpec("multiblank", num_tokens=9, big_blank_durations=(2, 4, 8)),
+}
+# blank_rate of the random model per head and profile; TDT labels also move time, so it needs fewer blanks.
+BLANK_RATES = {
+    ("rnnt", "blank_heavy"): 0.9,
+    ("rnnt", "label_heavy"): 0.5,
+    ("tdt", "blank_heavy"): 0.7,
+    ("tdt", "label_heavy"): 0.3,
+    ("multiblank", "blank_heavy"): 0.9,
+    ("multiblank", "label_heavy"): 0.5,
+}
+ENCODER_DIM = 16
+MATRIX = list(itertools.product(HEADS, ["lstm", "stateless"], ["blank_heavy", "label_heavy"], [1, 3, 10]))
+
+batches = st.lists(st.integers(min_value=0, max_value=24), min_size=1, max_size=32)
+
+
+@functools.lru_cache(maxsize=None)
+def model_for(kind: str, predictor: str, profile: str):
+    return random_decoder(
+        HEADS[kind],
+        predictor,
+        encoder_dim=ENCODER_DIM,
+        num_layers=2,
+        blank_rate=BLANK_RATES[kind, profile],
+        seed=7,
+        dtype=torch.float64,
+    )
+
+
+def encoder_batch(lengths: list[int], seed: int, extra_padding: int = 3):
+    return random_encoder_output(
+        lengths,
+        ENCODER_DIM,
+        max_length=max(lengths) + extra_padding,
+        padding_value=float("nan"),
+        seed=seed,
+        dtype=torch.float64,
+    )
+
+
+def assert_same_hypotheses(actual, expected):
+    assert len(actual) == len(expected)
+    for b, (got, want) in enumerate(zip(actual, expected)):
+        assert got.tokens == want.tokens, f"utterance {b}: tokens"
+        assert got.timestamps == want.timestamps, f"utterance {b}: timestamps"
+        assert got.durations == want.durations, f"utterance {b}: durations"
+        assert got.token_logprobs == pytest.approx(want.token_logprobs, abs=1e-9), f"utterance {b}: log-probs"
+        assert got.score == pytest.approx(want.score, abs=1e-9), f"utterance {b}: score"
+
+
+def check_against_reference(decoder, kind, predictor, profile, max_symbols, lengths, seed):
+    model = model_for(kind, predictor, profile)
+    frames, lengths_tensor = encoder_batch(lengths, seed)
+    expected = greedy_reference(model, frames, lengths_tensor, max_symbols).hypotheses()
+    result = decoder(model, frames, lengths_tensor, max_symbols)
+    assert_same_hypotheses(result.hypotheses(), expected)
+    return result, expected
+
+
+@pytest.mark.parametrize("kind, predictor, profile, max_symbols", MATRIX)
+@settings(max_examples=8)
+@given(lengths=batches, seed=st.integers(0, 2**16))
+@example(lengths=[24] * 32, seed=0)
+@example(lengths=[0, 1, 24, 0, 1, 13, 7, 24] * 4, seed=1)
+@example(lengths=[1], seed=2)
+def test_label_looping_equals_reference(kind, predictor, profile, max_symbols, lengths, seed):
+    result, expected = check_against_reference(
+        greedy_label_looping, kind, predictor, profile, max_symbols, lengths, seed
+    )
+    # One predictor call per label of the longest hypothesis, plus the start-of-sequence call, which
+    # goes unused when that hypothesis's last label itself ends the utterance (e.g. a forced advance).
+    longest = max(len(h.tokens) for h in expected)
+    if max(lengths) == 0:
+        assert result.stats.predictor_calls == 0
+    else:
+        assert longest <= result.stats.predictor_calls <= longest + 1
+
+
+@pytest.mark.parametrize("predictor, profile, max_symbols", [m[1:] for m in MATRIX if m[0] == "rnnt"])
+@settings(max_examples=8)
+@given(lengths=batches, seed=st.integers(0, 2**16))
+@example(lengths=[24] * 32, seed=0)
+@example(lengths=[0, 1, 24, 0, 1, 13, 7, 24] * 4, seed=1)
+def test_frame_looping_rnnt_equals_reference(predictor, profile, max_symbols, lengths, seed):
+    result, _ = check_against_reference(greedy_frame_looping, "rnnt", predictor, profile, max_symbols, lengths, seed)
+    assert result.exact
+
+
+@pytest.mark.parametrize("kind, predictor, profile", list(itertools.product(HEADS, ["lstm", "stateless"], ["blank_heavy", "label_heavy"])))
+def test_profiles_exercise_tokens_blanks_and_growth(kind, predictor, profile):
+    """Guards against vacuous exactness tests: each random model emits both tokens and blanks."""
+    model = model_for(kind, predictor, profile)
+    frames, lengths = encoder_batch([24] * 8, seed=0)
+    result = greedy_reference(model, frames, lengths, max_symbols_per_frame=10)
+    tokens = int(result.hyps.lengths.sum())
+    blanks = result.stats.joint_calls - tokens
+    assert tokens >= 10 and blanks >= 10, f"{tokens} tokens and {blanks} blanks are too few to test anything"
+
+
+def test_label_heavy_profiles_hit_the_symbol_limit_and_grow_storage():
+    model = model_for("rnnt", "lstm", "label_heavy")
+    frames, lengths = encoder_batch([24] * 4, seed=0)
+    result = greedy_label_looping(model, frames, lengths, max_symbols_per_frame=10)
+    timestamps = result.hypotheses()[0].timestamps
+    assert max(timestamps.count(t) for t in set(timestamps)) == 10
+    assert result.hyps.capacity > 24  # started at T and doubled
+
+
+@pytest.mark.parametrize("kind", ["tdt", "multiblank"])
+def test_frame_looping_is_marked_inexact_for_duration_heads(kind):
+    model = model_for(kind, "lstm", "blank_heavy")
+    frames, lengths = encoder_batch([10, 20], seed=0)
+    with pytest.warns(UserWarning, match="inexact"):
+        result = greedy_frame_looping(model, frames, lengths)
+    assert not result.exact
+
+
+@pytest.mark.parametrize("kind", ["tdt", "multiblank"])
+def test_frame_looping_inexactness_is_real(kind):
+    """The baseline's batch-minimum advance does change results; label-looping does not."""
+    model = model_for(kind, "stateless", "blank_heavy")
+    frames, lengths = encoder_batch([24] * 32, seed=3)
+    expected = greedy_reference(model, frames, lengths).hypotheses()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        inexact = greedy_frame_looping(model, frames, lengths).hypotheses()
+    assert any(a.tokens != b.tokens or a.timestamps != b.timestamps for a, b in zip(inexact, expected))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind, predictor, profile, max_symbols", MATRIX)
+@settings(max_examples=60)
+@given(lengths=batches, seed=st.integers(0, 2**16))
+def test_label_looping_equals_reference_thorough(kind, predictor, profile, max_symbols, lengths, seed):
+    check_against_reference(greedy_label_looping, kind, predictor, profile, max_symbols, lengths, seed)
