@@ -15,6 +15,7 @@ import argparse
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import time
 import warnings
@@ -79,7 +80,7 @@ def tokens_per_frame(model, batches) -> float:
 
 def calibrated_model(head: HeadSpec, target: float, seed: int):
     """The parakeet-sized random decoder whose greedy token rate is closest to ``target`` per frame."""
-    probe = make_batches(utterance_lengths(4, seed + 1), 4, seed + 1)
+    probe = make_batches(utterance_lengths(8, seed + 1), 8, seed + 1)
     low, high = 0.3, 0.999  # blank_rate bounds: more blanks, fewer tokens
     for _ in range(9):
         blank_rate = (low + high) / 2
@@ -125,8 +126,15 @@ def describe_settings(threads: int | None) -> str:
             cpu = next(line.split(":", 1)[1].strip() for line in info if line.startswith("model name"))
     except (OSError, StopIteration):
         pass
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True,
+            cwd=os.path.dirname(os.path.abspath(__file__)),
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        commit = "unknown"
     return (
-        f"torch {torch.__version__}, python {platform.python_version()}, {cpu}, {os.cpu_count()} cores; "
+        f"transdec commit {commit}; torch {torch.__version__}, python {platform.python_version()}, {cpu}, {os.cpu_count()} cores; "
         f"decoding-loop threads {loop_threads} ({'set by --threads' if threads else 'chosen by transdec'}), "
         f"process threads {torch.get_num_threads()}, OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', 'unset')}, "
         f"float32, LSTM step = explicit cell (no oneDNN)"
