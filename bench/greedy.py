@@ -12,6 +12,7 @@ median of the repeats. Run ``python bench/greedy.py --help`` for options.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import platform
 import statistics
@@ -19,6 +20,7 @@ import subprocess
 import sys
 import time
 import warnings
+from typing import Iterator
 
 import torch
 
@@ -46,6 +48,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--tokens-per-frame", type=float, default=0.4, help="target token rate of the model")
     parser.add_argument(
         "--threads", type=int, default=None, help="intra-op CPU threads in the decoding loop (default: transdec's choice)"
+    )
+    parser.add_argument(
+        "--background-load", action="store_true", help="keep one core busy with another process, as on a shared machine"
     )
     parser.add_argument("--quick", action="store_true", help="a small, fast run: RNN-T, B=1,32, 8 utterances")
     parser.add_argument("--seed", type=int, default=0)
@@ -141,15 +146,35 @@ def describe_settings(threads: int | None) -> str:
     )
 
 
+@contextlib.contextmanager
+def background_load(enabled: bool) -> Iterator[None]:
+    """Keep one core busy with a spinning child process while the block runs."""
+    if not enabled:
+        yield
+        return
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        yield
+    finally:
+        spinner.kill()
+        spinner.wait()
+
+
 def main() -> None:
     args = parse_args()
+    with background_load(args.background_load):
+        run(args)
+
+
+def run(args: argparse.Namespace) -> None:
     warnings.simplefilter("ignore", InexactDecodingWarning)
     torch.manual_seed(args.seed)
     lengths = utterance_lengths(args.utterances, args.seed)
     audio_seconds = sum(lengths) * FRAME_SECONDS
     batch_sizes = [int(b) for b in args.batch_sizes.split(",")]
     print(f"# {describe_settings(args.threads)}", flush=True)
-    print(f"# {len(lengths)} utterances, {audio_seconds:.0f} s of audio, median of {args.repeats} repeats", flush=True)
+    load = "; another process keeps one core busy" if args.background_load else ""
+    print(f"# {len(lengths)} utterances, {audio_seconds:.0f} s of audio, median of {args.repeats} repeats{load}", flush=True)
 
     rows = []
     for kind in args.heads.split(","):

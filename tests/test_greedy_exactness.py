@@ -157,3 +157,24 @@ def test_frame_looping_inexactness_is_real(kind):
 @given(lengths=batches, seed=st.integers(0, 2**16))
 def test_label_looping_equals_reference_thorough(kind, predictor, profile, max_symbols, lengths, seed):
     check_against_reference(greedy_label_looping, kind, predictor, profile, max_symbols, lengths, seed)
+
+
+@pytest.mark.parametrize("kind", list(HEADS))
+@settings(max_examples=15)
+@given(data=st.data())
+def test_utterance_decodes_the_same_alone_and_inside_any_batch(kind, data):
+    """Position in the batch, neighbours and padding length (NaN frames) never change a result."""
+    model = model_for(kind, "lstm", "label_heavy")
+    length = data.draw(st.integers(0, 20), label="length")
+    neighbours = data.draw(st.lists(st.integers(0, 20), max_size=15), label="neighbours")
+    position = data.draw(st.integers(0, len(neighbours)), label="position")
+    padding = data.draw(st.integers(0, 10), label="padding")
+
+    alone_frames, alone_lengths = random_encoder_output([length], ENCODER_DIM, seed=5, dtype=torch.float64)
+    alone = greedy_label_looping(model, alone_frames, alone_lengths).hypotheses()[0]
+
+    lengths = neighbours[:position] + [length] + neighbours[position:]
+    frames, lengths_tensor = encoder_batch(lengths, seed=6, extra_padding=padding)
+    frames[position, :length] = alone_frames[0]
+    inside = greedy_label_looping(model, frames, lengths_tensor).hypotheses()[position]
+    assert_same_hypotheses([inside], [alone])
