@@ -1,0 +1,185 @@
+"""The forward algorithm shared by the RNN-T, multi-blank and TDT losses.
+
+All three are sums over alignment paths through the lattice of points ``(t, u)``: frame ``t`` reached
+after ``u`` target tokens. They differ only in the transitions a point has:
+
+* a label transition of duration ``d``: emit target ``u`` and move to ``(t + d, u + 1)``;
+* a blank transition of duration ``d >= 1``: move to ``(t + d, u)``.
+
+RNN-T has labels of duration 0 and a blank of duration 1; multi-blank adds big blanks with longer
+durations; TDT has labels and blanks of every duration in its list (blanks skip duration 0). A path
+starts at ``(0, 0)`` and ends with a blank that lands exactly on ``(T, U)``; points with ``t >= T`` are
+never entered otherwise, so a label's jump must stay inside the utterance.
+
+The recursion runs over frames in a Python loop and over tokens in tensors. Within one frame, labels of
+duration 0 chain points ``(t, 0) -> (t, 1) -> ...``, which a cumulative log-sum-exp solves in one
+operation: ``alpha(t, u) = c(u) + logcumsumexp_{u' <= u}(p(t, u') - c(u'))`` where ``p`` collects the
+transitions arriving from earlier frames and ``c(u)`` sums the duration-0 label weights of frame ``t``
+up to ``u``.
+
+Impossible values are a large finite negative number rather than ``-inf``: padding points of a batch
+are computed like any other, and ``-inf - -inf`` in the backward pass would turn their zero gradients
+into NaN.
+"""
+
+from __future__ import annotations
+
+import torch
+
+#: Log-weight of an impossible event. Finite so that unused lattice points never produce NaN gradients.
+IMPOSSIBLE = -1.0e30
+
+#: Terms more than this far (in log space) below the largest are dropped from sums: exp() of anything
+#: lower yields float32 subnormals, which made the CPU loss 10x slower, and contributes < 2e-35.
+_NEGLIGIBLE = -80.0
+
+
+def log_sum_exp(terms: list[torch.Tensor]) -> torch.Tensor:
+    """Element-wise log of the summed exponentials of equally shaped tensors, without subnormals."""
+    if len(terms) == 1:
+        return terms[0]
+    stacked = torch.stack(terms)
+    top = stacked.amax(dim=0)
+    return top + (stacked - top).clamp_(min=_NEGLIGIBLE).exp_().sum(dim=0).log_()
+
+
+def lattice_log_likelihood(
+    label_weights: dict[int, torch.Tensor],
+    blank_weights: dict[int, torch.Tensor],
+    logit_lengths: torch.Tensor,
+    target_lengths: torch.Tensor,
+) -> torch.Tensor:
+    """Log of the summed weight of all paths from ``(0, 0)`` to ``(T_b, U_b)`` of each utterance.
+
+    Args:
+        label_weights: duration ``d >= 0`` -> ``[B, T, U]`` log-weight of emitting target ``u`` at
+            ``(t, u)`` with that duration.
+        blank_weights: duration ``d >= 1`` -> ``[B, T, U + 1]`` log-weight of a blank of that duration.
+        logit_lengths: ``[B]`` frames ``T_b`` of each utterance (at least 1).
+        target_lengths: ``[B]`` tokens ``U_b`` of each utterance.
+
+    Returns:
+        ``[B]`` log-likelihoods.
+    """
+    if not blank_weights or min(blank_weights) < 1:
+        raise ValueError("blank transitions need durations of at least 1")
+    reference = next(iter(blank_weights.values()))
+    batch_size, max_time, positions = reference.shape
+    impossible = reference.new_full((batch_size, positions), IMPOSSIBLE)
+    start = torch.cat([reference.new_zeros(batch_size, 1), impossible[:, 1:]], dim=1)
+    # Per-frame views, taken once: indexing [:, t] inside the loop would make the backward pass build a
+    # full-size gradient for every frame, O(T^2) work.
+    label_frames = {d: w.unbind(1) for d, w in label_weights.items()}
+    blank_frames = {d: w.unbind(1) for d, w in blank_weights.items()}
+    same_frame_labels = label_frames.get(0)
+    zero_column = reference.new_zeros(batch_size, 1)
+
+    alphas: list[torch.Tensor] = []  # alphas[t]: [B, U + 1]
+    for t in range(max_time):
+        arriving = [start] if t == 0 else []
+        for duration, weight in blank_frames.items():
+            if t >= duration:
+                arriving.append(alphas[t - duration] + weight[t - duration])
+        for duration, weight in label_frames.items():
+            if duration > 0 and t >= duration:
+                moved = alphas[t - duration][:, :-1] + weight[t - duration]  # to u + 1
+                arriving.append(torch.cat([impossible[:, :1], moved], dim=1))
+        from_earlier = log_sum_exp(arriving)
+        if same_frame_labels is None:
+            alphas.append(from_earlier)
+        else:
+            chain = torch.cat([zero_column, same_frame_labels[t].cumsum(dim=1)], dim=1)  # c(u)
+            alphas.append(chain + torch.logcumsumexp(from_earlier - chain, dim=1))
+    alpha = torch.stack(alphas, dim=1)  # [B, T, U + 1]
+
+    rows = torch.arange(batch_size, device=alpha.device)
+    endings = []
+    for duration, weight in blank_weights.items():
+        last_frame = logit_lengths - duration
+        frame = last_frame.clamp(min=0)
+        ending = alpha[rows, frame, target_lengths] + weight[rows, frame, target_lengths]
+        endings.append(torch.where(last_frame >= 0, ending, IMPOSSIBLE))
+    return log_sum_exp(endings)
+
+
+def check_lattice_inputs(
+    logits: torch.Tensor,
+    targets: torch.Tensor,
+    logit_lengths: torch.Tensor,
+    target_lengths: torch.Tensor,
+    num_outputs: int,
+) -> None:
+    """Shape and range checks with messages that say what is wrong."""
+    if logits.dim() != 4:
+        raise ValueError(f"logits must be [B, T, U + 1, C], got shape {tuple(logits.shape)}")
+    batch_size, max_time, positions, width = logits.shape
+    if width != num_outputs:
+        raise ValueError(f"logits have {width} outputs, the head needs {num_outputs}")
+    if targets.dim() != 2 or targets.shape[0] != batch_size or targets.shape[1] != positions - 1:
+        raise ValueError(
+            f"targets must be [B, U] = [{batch_size}, {positions - 1}] to match logits, got {tuple(targets.shape)}"
+        )
+    for name, lengths, limit in (("logit_lengths", logit_lengths, max_time), ("target_lengths", target_lengths, positions - 1)):
+        if lengths.shape != (batch_size,):
+            raise ValueError(f"{name} must be [B] = [{batch_size}], got {tuple(lengths.shape)}")
+        if batch_size and (int(lengths.min()) < 0 or int(lengths.max()) > limit):
+            raise ValueError(f"{name} must lie in [0, {limit}], got {lengths.tolist()}")
+    if batch_size and int(logit_lengths.min()) < 1:
+        raise ValueError("every utterance needs at least one frame: a path must end with a blank")
+
+
+class _NormalizedColumns(torch.autograd.Function):
+    """``log_softmax(logits)`` at a few columns per lattice point, without a full log-softmax tensor.
+
+    Forward: ``logits.gather(-1, columns) - logsumexp(logits)``. Backward, for upstream gradient ``g``:
+    ``scatter_add(g) - softmax(logits) * sum(g)``, built in place in one full-size tensor. Autograd through
+    ``logsumexp`` and ``gather`` would allocate and traverse several full-size tensors instead, and the
+    lattice is by far the largest tensor of a training step.
+    """
+
+    @staticmethod
+    def forward(ctx, logits: torch.Tensor, columns: torch.Tensor) -> torch.Tensor:
+        normaliser = logits.logsumexp(dim=-1, keepdim=True)
+        ctx.save_for_backward(logits, normaliser, columns)
+        return logits.gather(-1, columns) - normaliser
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        logits, normaliser, columns = ctx.saved_tensors
+        probs = (logits - normaliser).clamp_(min=_NEGLIGIBLE).exp_()  # softmax, without subnormals
+        grad_logits = probs.mul_(-grad.sum(dim=-1, keepdim=True))
+        return grad_logits.scatter_add_(-1, columns, grad), None
+
+
+def normalized_columns(
+    logits: torch.Tensor, targets: torch.Tensor, target_lengths: torch.Tensor, extra_columns: list[int]
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Log-softmax of ``logits [B, T, U + 1, C]`` at each point's target and at fixed columns.
+
+    Returns ``(tokens [B, T, U], extras [B, T, U + 1, len(extra_columns)])``: the log-probability of
+    target ``u`` at ``(t, u)`` (padding targets read column 0, unused) and of each extra column (the
+    blanks).
+    """
+    batch_size, max_time, positions, _ = logits.shape
+    valid = torch.arange(targets.shape[1], device=targets.device) < target_lengths.unsqueeze(1)
+    padded_targets = torch.cat([torch.where(valid, targets, 0), targets.new_zeros(batch_size, 1)], dim=1).long()
+    columns = torch.cat(
+        [
+            padded_targets.view(batch_size, 1, positions, 1).expand(batch_size, max_time, positions, 1),
+            torch.tensor(extra_columns, device=logits.device).expand(batch_size, max_time, positions, -1),
+        ],
+        dim=-1,
+    )
+    log_probs = _NormalizedColumns.apply(logits, columns)
+    return log_probs[:, :, :-1, 0], log_probs[..., 1:]
+
+
+def reduce_losses(losses: torch.Tensor, reduction: str) -> torch.Tensor:
+    """``"none"``: ``[B]``; ``"sum"``; ``"mean"``: the mean over utterances."""
+    if reduction == "none":
+        return losses
+    if reduction == "sum":
+        return losses.sum()
+    if reduction == "mean":
+        return losses.mean()
+    raise ValueError(f"reduction must be 'none', 'sum' or 'mean', got {reduction!r}")
