@@ -1,7 +1,12 @@
 import os
 import sys
 
+import torch
 from hypothesis import HealthCheck, settings
+
+# The tests run many tiny tensor operations; with two OpenMP threads they slow down several-fold as soon
+# as anything else uses a core (see docs/benchmarks.md). Results do not depend on the thread count.
+torch.set_num_threads(1)
 
 # Property tests are derandomized so that CI and developers see the same examples.
 settings.register_profile(
