@@ -3,6 +3,7 @@
 from transdec.model.joint import JointNetwork
 from transdec.model.predictors import LSTMPredictor, StatelessPredictor
 from transdec.model.protocol import DecodingModel, HeadSpec, Joint, Predictor
+from transdec.model.tokenizer import Tokenizer
 from transdec.model.transducer_decoder import TransducerDecoder
 
 __all__ = [
@@ -13,5 +14,6 @@ __all__ = [
     "LSTMPredictor",
     "Predictor",
     "StatelessPredictor",
+    "Tokenizer",
     "TransducerDecoder",
 ]
