@@ -135,7 +135,7 @@ def padded_batch(width, frames=(5, 2, 7, 1), targets=(3, 0, 2, 1), seed=0, dtype
     """A batch whose padding logits are large finite garbage, as from a joint over padded frames."""
     generator = torch.Generator().manual_seed(seed)
     logits = 30 * torch.randn(len(frames), max(frames), max(targets) + 1, width, generator=generator, dtype=dtype)
-    logits[:, :, :, :] = logits.clamp(-60, 60)
+    logits = logits.clamp(-60, 60)
     for b, (t, u) in enumerate(zip(frames, targets)):
         logits[b, :t, : u + 1] = torch.randn(t, u + 1, width, generator=generator, dtype=dtype)
     labels = torch.randint(0, NUM_TOKENS, (len(frames), max(targets)), generator=generator)

@@ -8,7 +8,7 @@ parakeet-sized decoder (``docs/benchmarks.md``):
   process kept the other core busy (OpenMP worker threads spin-wait for work between operations).
   So the loop runs with one intra-op thread unless the caller asks for more; the caller's setting is
   restored afterwards, so an encoder run outside the loop keeps all its threads.
-* ``nn.LSTM`` with one time step goes through oneDNN on CPU and was 10x slower per step at batch 1; the
+* ``nn.LSTM`` with one time step goes through oneDNN on CPU and was 3-7x slower per step; the
   LSTM predictor's ``step`` therefore writes the cell out itself (see
   :class:`~transdec.model.predictors.LSTMPredictor`), whatever the global backend flags say.
 """

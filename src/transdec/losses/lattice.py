@@ -103,19 +103,17 @@ def lattice_log_likelihood(
     return log_sum_exp(endings)
 
 
-def check_lattice_inputs(
-    logits: torch.Tensor,
-    targets: torch.Tensor,
-    logit_lengths: torch.Tensor,
-    target_lengths: torch.Tensor,
-    num_outputs: int,
-) -> None:
-    """Shape and range checks with messages that say what is wrong."""
+def checked_logits(
+    logits: torch.Tensor, targets: torch.Tensor, logit_lengths: torch.Tensor, target_lengths: torch.Tensor
+) -> torch.Tensor:
+    """Check shapes and ranges with messages that say what is wrong; return the logits in loss precision.
+
+    Half-precision logits (e.g. from bf16 autocast) are upcast to float32: the recursion sums many
+    log-probabilities.
+    """
     if logits.dim() != 4:
         raise ValueError(f"logits must be [B, T, U + 1, C], got shape {tuple(logits.shape)}")
-    batch_size, max_time, positions, width = logits.shape
-    if width != num_outputs:
-        raise ValueError(f"logits have {width} outputs, the head needs {num_outputs}")
+    batch_size, max_time, positions, _ = logits.shape
     if targets.dim() != 2 or targets.shape[0] != batch_size or targets.shape[1] != positions - 1:
         raise ValueError(
             f"targets must be [B, U] = [{batch_size}, {positions - 1}] to match logits, got {tuple(targets.shape)}"
@@ -127,6 +125,7 @@ def check_lattice_inputs(
             raise ValueError(f"{name} must lie in [0, {limit}], got {lengths.tolist()}")
     if batch_size and int(logit_lengths.min()) < 1:
         raise ValueError("every utterance needs at least one frame: a path must end with a blank")
+    return logits.float() if logits.dtype in (torch.float16, torch.bfloat16) else logits
 
 
 class _NormalizedColumns(torch.autograd.Function):

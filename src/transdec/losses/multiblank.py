@@ -6,7 +6,7 @@ from typing import Sequence
 
 import torch
 
-from transdec.losses.lattice import check_lattice_inputs, lattice_log_likelihood, normalized_columns, reduce_losses
+from transdec.losses.lattice import checked_logits, lattice_log_likelihood, normalized_columns, reduce_losses
 from transdec.model.protocol import HeadSpec
 
 
@@ -36,8 +36,7 @@ def multiblank_rnnt_loss(
     head = HeadSpec(
         "multiblank", num_tokens=logits.shape[-1] - len(big_blank_durations) - 1, big_blank_durations=big_blank_durations
     )
-    check_lattice_inputs(logits, targets, logit_lengths, target_lengths, head.num_outputs)
-    logits = logits.float() if logits.dtype in (torch.float16, torch.bfloat16) else logits
+    logits = checked_logits(logits, targets, logit_lengths, target_lengths)
     blank_durations = (1, *head.big_blank_durations)
     blank_columns = [head.blank_id] + [head.big_blank_id(i) for i in range(len(head.big_blank_durations))]
     tokens, blank_log_probs = normalized_columns(logits, targets, target_lengths, blank_columns)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from transdec.losses.lattice import check_lattice_inputs, lattice_log_likelihood, normalized_columns, reduce_losses
+from transdec.losses.lattice import checked_logits, lattice_log_likelihood, normalized_columns, reduce_losses
 
 
 def rnnt_loss(
@@ -23,8 +23,7 @@ def rnnt_loss(
         target_lengths: ``[B]`` tokens per utterance.
         reduction: ``"mean"`` over utterances, ``"sum"``, or ``"none"`` for ``[B]``.
     """
-    check_lattice_inputs(logits, targets, logit_lengths, target_lengths, logits.shape[-1])
-    logits = logits.float() if logits.dtype in (torch.float16, torch.bfloat16) else logits
+    logits = checked_logits(logits, targets, logit_lengths, target_lengths)
     tokens, blank = normalized_columns(logits, targets, target_lengths, [logits.shape[-1] - 1])
     log_likelihood = lattice_log_likelihood({0: tokens}, {1: blank[..., 0]}, logit_lengths, target_lengths)
     return reduce_losses(-log_likelihood, reduction)

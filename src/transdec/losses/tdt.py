@@ -6,7 +6,7 @@ from typing import Sequence
 
 import torch
 
-from transdec.losses.lattice import check_lattice_inputs, lattice_log_likelihood, normalized_columns, reduce_losses
+from transdec.losses.lattice import checked_logits, lattice_log_likelihood, normalized_columns, reduce_losses
 from transdec.model.protocol import HeadSpec
 
 
@@ -37,8 +37,7 @@ def tdt_loss(
     """
     num_labels = logits.shape[-1] - len(durations)
     head = HeadSpec("tdt", num_tokens=num_labels - 1, durations=durations)
-    check_lattice_inputs(logits, targets, logit_lengths, target_lengths, head.num_outputs)
-    logits = logits.float() if logits.dtype in (torch.float16, torch.bfloat16) else logits
+    logits = checked_logits(logits, targets, logit_lengths, target_lengths)
     tokens, blank = normalized_columns(logits[..., :num_labels], targets, target_lengths, [head.blank_id])
     tokens, blank = tokens - sigma, blank[..., 0] - sigma
     duration_log_probs = logits[..., num_labels:].log_softmax(dim=-1)  # [B, T, U + 1, D]
