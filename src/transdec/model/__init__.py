@@ -1,13 +1,18 @@
 """The model protocol and the predictor, joint and head modules that implement it."""
 
+from transdec.model.checkpoint import load_model, save_model
+from transdec.model.conformer import ConformerConfig, ConformerEncoder
 from transdec.model.features import FbankConfig, FbankExtractor
 from transdec.model.joint import JointNetwork
 from transdec.model.predictors import LSTMPredictor, StatelessPredictor
 from transdec.model.protocol import DecodingModel, HeadSpec, Joint, Predictor
 from transdec.model.tokenizer import Tokenizer
 from transdec.model.transducer_decoder import TransducerDecoder
+from transdec.model.transducer_model import ModelConfig, PredictorConfig, TransducerModel
 
 __all__ = [
+    "ConformerConfig",
+    "ConformerEncoder",
     "DecodingModel",
     "FbankConfig",
     "FbankExtractor",
@@ -15,8 +20,13 @@ __all__ = [
     "Joint",
     "JointNetwork",
     "LSTMPredictor",
+    "ModelConfig",
     "Predictor",
+    "PredictorConfig",
     "StatelessPredictor",
     "Tokenizer",
     "TransducerDecoder",
+    "TransducerModel",
+    "load_model",
+    "save_model",
 ]

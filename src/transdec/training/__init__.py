@@ -1,0 +1,1 @@
+"""Training transdec models: data, SpecAugment, the training loop and checkpoint averaging."""

@@ -1,0 +1,107 @@
+"""Training data: NeMo-style JSONL manifests, audio loading and duration-bucketed batches."""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import soundfile
+import torch
+from torch import Tensor
+
+
+@dataclass
+class ManifestEntry:
+    """One line of a manifest: ``{"audio_filepath": ..., "duration": seconds, "text": ...}`` (extra keys kept)."""
+
+    audio_filepath: Path
+    duration: float
+    text: str
+    extra: dict
+
+
+def read_manifest(path: str | Path) -> list[ManifestEntry]:
+    """Entries of a JSONL manifest; relative audio paths are resolved against the manifest's folder."""
+    path = Path(path)
+    entries = []
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                item = json.loads(line)
+                audio = Path(item.pop("audio_filepath"))
+                entries.append(ManifestEntry(audio if audio.is_absolute() else path.parent / audio,
+                                             float(item.pop("duration")), str(item.pop("text")), item))
+            except (json.JSONDecodeError, KeyError, TypeError, ValueError) as error:
+                raise ValueError(f"{path}:{number}: not a manifest entry with audio_filepath, duration and text "
+                                 f"({error})") from error
+    return entries
+
+
+def load_audio(path: Path, sample_rate: int) -> np.ndarray:
+    """Mono float32 samples of an audio file, which must already be at ``sample_rate``."""
+    audio, rate = soundfile.read(str(path), dtype="float32", always_2d=True)
+    if rate != sample_rate:
+        raise ValueError(f"{path}: sample rate is {rate} Hz, the model needs {sample_rate} Hz")
+    return audio.mean(axis=1)
+
+
+@dataclass
+class Batch:
+    """A padded training batch.
+
+    Attributes:
+        waveforms: ``[B, N]`` float32 audio.
+        waveform_lengths: ``[B]`` valid samples.
+        targets: ``[B, U]`` token ids, padded with 0.
+        target_lengths: ``[B]`` valid tokens.
+        indices: manifest positions of the utterances.
+    """
+
+    waveforms: Tensor
+    waveform_lengths: Tensor
+    targets: Tensor
+    target_lengths: Tensor
+    indices: list[int]
+
+
+def collate(entries: list[ManifestEntry], indices: list[int], token_ids: list[list[int]], sample_rate: int) -> Batch:
+    audios = [load_audio(entries[i].audio_filepath, sample_rate) for i in indices]
+    waveforms = torch.zeros(len(audios), max(len(a) for a in audios))
+    for row, audio in enumerate(audios):
+        waveforms[row, : len(audio)] = torch.from_numpy(audio)
+    targets = torch.zeros(len(indices), max(1, max(len(token_ids[i]) for i in indices)), dtype=torch.int64)
+    for row, i in enumerate(indices):
+        targets[row, : len(token_ids[i])] = torch.tensor(token_ids[i], dtype=torch.int64)
+    return Batch(waveforms, torch.tensor([len(a) for a in audios]), targets,
+                 torch.tensor([len(token_ids[i]) for i in indices]), list(indices))
+
+
+def bucketed_batches(durations: list[float], batch_seconds: float, seed: int, epoch: int,
+                     max_batch_size: int = 256) -> list[list[int]]:
+    """One epoch of batches of similar-length utterances, each at most ``batch_seconds`` of padded audio.
+
+    Utterances are sorted by duration jittered by +-10% (so batches differ between epochs), cut into batches,
+    and the batch order is shuffled; both depend only on ``seed`` and ``epoch``, so a resumed run replays the
+    same epoch exactly.
+    """
+    rng = random.Random(seed * 100003 + epoch)
+    order = sorted(range(len(durations)), key=lambda i: durations[i] * rng.uniform(0.9, 1.1))
+    batches: list[list[int]] = []
+    current: list[int] = []
+    longest = 0.0
+    for i in order:
+        longest_if_added = max(longest, durations[i])
+        if current and (longest_if_added * (len(current) + 1) > batch_seconds or len(current) >= max_batch_size):
+            batches.append(current)
+            current, longest_if_added = [], durations[i]
+        current.append(i)
+        longest = longest_if_added
+    if current:
+        batches.append(current)
+    rng.shuffle(batches)
+    return batches

@@ -1,0 +1,290 @@
+"""Training loop: AdamW with warm-up and cosine decay, SpecAugment, duration buckets, gradient clipping,
+resumable checkpoints, periodic greedy WER on a dev set, and checkpoint averaging.
+
+An experiment folder holds everything::
+
+    exp_dir/train_config.json   how the run was started
+    exp_dir/tokenizer.model     BPE model trained on the training transcripts (or the one given)
+    exp_dir/checkpoints/step-000400.pt ...   the last few training states (model, optimiser, data position)
+    exp_dir/log.jsonl           loss, learning rate and dev WER over time
+
+Running the same command again resumes from the newest checkpoint: the same batches in the same order,
+the same learning rate, the elapsed training time carried on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import signal
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from transdec.decoding import DecodingConfig, decode
+from transdec.losses import transducer_loss
+from transdec.model.checkpoint import save_model
+from transdec.model.tokenizer import Tokenizer
+from transdec.model.transducer_model import ModelConfig, TransducerModel
+from transdec.training.data import Batch, ManifestEntry, bucketed_batches, collate, read_manifest
+from transdec.training.specaugment import SpecAugmentConfig, spec_augment
+from transdec.metrics import word_error_rate
+
+TRAIN_STATE_FORMAT = "transdec-train-state"
+
+
+@dataclass
+class TrainConfig:
+    """How to train (the model's shape is a separate :class:`~transdec.model.transducer_model.ModelConfig`)."""
+
+    train_manifest: str
+    dev_manifest: str
+    exp_dir: str
+    max_steps: int = 20000
+    peak_lr: float = 2e-3
+    warmup_steps: int = 800
+    final_lr_ratio: float = 0.02
+    weight_decay: float = 1e-3
+    batch_seconds: float = 150.0
+    max_duration: float = 16.0
+    grad_clip: float = 1.0
+    ctc_weight: float = 0.3
+    specaugment: SpecAugmentConfig = field(default_factory=SpecAugmentConfig)
+    bf16: bool = False
+    eval_every: int = 500
+    save_every: int = 200
+    keep_checkpoints: int = 5
+    log_every: int = 25
+    seed: int = 1
+    threads: int | None = None
+    time_limit_minutes: float | None = None
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
+        data = dict(data)
+        return cls(specaugment=SpecAugmentConfig(**data.pop("specaugment")), **data)
+
+
+def learning_rate(step: int, config: TrainConfig) -> float:
+    """Linear warm-up to ``peak_lr``, then cosine decay to ``final_lr_ratio * peak_lr`` at ``max_steps``."""
+    if step < config.warmup_steps:
+        return config.peak_lr * (step + 1) / config.warmup_steps
+    progress = min(1.0, (step - config.warmup_steps) / max(1, config.max_steps - config.warmup_steps))
+    floor = config.final_lr_ratio
+    return config.peak_lr * (floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * progress)))
+
+
+def training_loss(model: TransducerModel, batch: Batch, config: TrainConfig,
+                  generator: torch.Generator) -> tuple[torch.Tensor, dict[str, float]]:
+    """Transducer loss (plus weighted auxiliary CTC) of one batch, mean over utterances."""
+    with torch.no_grad():
+        features, frame_counts = model.features(batch.waveforms, batch.waveform_lengths)
+        features = spec_augment(features, frame_counts, config.specaugment, generator)
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=config.bf16):
+        encoded, lengths = model.encode_features(features, frame_counts)
+        predicted = model.predictor(batch.targets)
+        logits = model.joint(encoded, predicted)  # [B, T, U + 1, C]
+    loss = transducer_loss(model.head, logits.float(), batch.targets, lengths, batch.target_lengths,
+                           sigma=model.config.sigma)
+    parts = {"transducer": loss.item()}
+    if config.ctc_weight and model.ctc is not None:
+        log_probs = model.ctc(encoded.float()).log_softmax(-1).transpose(0, 1)  # [T, B, V + 1]
+        ctc = F.ctc_loss(log_probs, batch.targets, lengths, batch.target_lengths, blank=model.head.num_tokens,
+                         reduction="sum", zero_infinity=True) / len(batch.indices)
+        parts["ctc"] = ctc.item()
+        loss = loss + config.ctc_weight * ctc
+    return loss, parts
+
+
+@torch.no_grad()
+def transcribe_entries(model: TransducerModel, entries: list[ManifestEntry], batch_size: int = 32,
+                       decoding: DecodingConfig | None = None) -> list[str]:
+    """Greedy transcripts of manifest entries, in manifest order (batched by similar duration)."""
+    was_training = model.training
+    model.eval()
+    order = sorted(range(len(entries)), key=lambda i: entries[i].duration)
+    texts = [""] * len(entries)
+    for start in range(0, len(order), batch_size):
+        indices = order[start : start + batch_size]
+        batch = collate(entries, indices, [[] for _ in entries], model.sample_rate)
+        encoded, lengths = model.encode(batch.waveforms, batch.waveform_lengths)
+        for i, hyp in zip(indices, decode(model, encoded, lengths, decoding).hypotheses()):
+            texts[i] = model.tokenizer.decode(hyp.tokens)
+    model.train(was_training)
+    return texts
+
+
+class Trainer:
+    """Runs (or resumes) one experiment. See the module docstring for the folder layout."""
+
+    def __init__(self, config: TrainConfig, model_config: ModelConfig | None = None,
+                 tokenizer: Tokenizer | None = None) -> None:
+        self.config = config
+        self.exp_dir = Path(config.exp_dir)
+        self.checkpoint_dir = self.exp_dir / "checkpoints"
+        self.checkpoint_dir.mkdir(parents=True, exist_ok=True)
+        self.train_entries = [e for e in read_manifest(config.train_manifest) if e.duration <= config.max_duration]
+        self.dev_entries = read_manifest(config.dev_manifest)
+        if not self.train_entries:
+            raise ValueError(f"{config.train_manifest}: no utterances of at most {config.max_duration} s")
+
+        latest = self.latest_checkpoint()
+        state: dict[str, Any] | None = None
+        if latest is not None:
+            state = torch.load(latest, map_location="cpu", weights_only=True)
+            model_config = ModelConfig.from_dict(state["model_config"])
+            tokenizer = Tokenizer.from_bytes(state["tokenizer"])
+        elif model_config is None:
+            raise ValueError(f"{self.exp_dir} holds no checkpoint to resume; a model config is needed to start")
+        if tokenizer is None:
+            tokenizer = Tokenizer.train([e.text for e in self.train_entries], model_config.head.num_tokens)
+            tokenizer.save(self.exp_dir / "tokenizer.model")
+
+        torch.manual_seed(config.seed)
+        self.model = TransducerModel(model_config, tokenizer)
+        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=config.peak_lr, betas=(0.9, 0.98),
+                                           weight_decay=config.weight_decay)
+        self.generator = torch.Generator().manual_seed(config.seed)
+        self.token_ids = [tokenizer.encode(e.text) for e in self.train_entries]
+        self.step, self.epoch, self.batch_in_epoch, self.train_seconds = 0, 0, 0, 0.0
+        if state is not None:
+            self.model.load_state_dict(state["model"])
+            self.optimizer.load_state_dict(state["optimizer"])
+            self.generator.set_state(state["generator"])
+            self.step, self.epoch = state["step"], state["epoch"]
+            self.batch_in_epoch, self.train_seconds = state["batch_in_epoch"], state["train_seconds"]
+            print(f"resumed from {latest} (step {self.step}, {self.train_seconds / 60:.1f} min trained)")
+        else:
+            (self.exp_dir / "train_config.json").write_text(json.dumps(
+                {"train": dataclasses.asdict(config), "model": model_config.to_dict()}, indent=2))
+        self._stop_requested = False
+
+    # ----------------------------------------------------------------------------------------- checkpoints
+
+    def latest_checkpoint(self) -> Path | None:
+        checkpoints = sorted(self.checkpoint_dir.glob("step-*.pt"))
+        return checkpoints[-1] if checkpoints else None
+
+    def save_checkpoint(self) -> Path:
+        path = self.checkpoint_dir / f"step-{self.step:06d}.pt"
+        state = {
+            "format": TRAIN_STATE_FORMAT,
+            "model_config": self.model.config.to_dict(),
+            "tokenizer": self.model.tokenizer.to_bytes(),
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "generator": self.generator.get_state(),
+            "step": self.step,
+            "epoch": self.epoch,
+            "batch_in_epoch": self.batch_in_epoch,
+            "train_seconds": self.train_seconds,
+        }
+        tmp = path.with_name(path.name + ".tmp")
+        torch.save(state, tmp)
+        os.replace(tmp, path)
+        for old in sorted(self.checkpoint_dir.glob("step-*.pt"))[: -self.config.keep_checkpoints]:
+            old.unlink()
+        return path
+
+    # ---------------------------------------------------------------------------------------------- loop
+
+    def log(self, record: dict[str, Any]) -> None:
+        with open(self.exp_dir / "log.jsonl", "a", encoding="utf-8") as f:
+            f.write(json.dumps({"step": self.step, "minutes": round(self.train_seconds / 60, 2), **record}) + "\n")
+
+    def evaluate(self) -> float:
+        hyps = transcribe_entries(self.model, self.dev_entries)
+        return word_error_rate([e.text for e in self.dev_entries], hyps)
+
+    def train(self) -> None:
+        from tqdm import tqdm
+
+        config = self.config
+        torch.set_num_threads(config.threads or os.cpu_count() or 1)
+        # Subnormal numbers appear in the optimiser's second moments and made CPU steps markedly slower.
+        torch.set_flush_denormal(True)
+        previous_handler = signal.signal(signal.SIGTERM, self._request_stop)
+        session_start = time.monotonic()
+        self.model.train()
+        durations = [e.duration for e in self.train_entries]
+        progress = tqdm(total=config.max_steps, initial=self.step, desc="train", mininterval=10)
+        running: dict[str, float] = {}
+        batches: list[list[int]] = []
+        batches_epoch = -1
+        try:
+            while self.step < config.max_steps and not self._stop_requested:
+                if self.epoch != batches_epoch:
+                    batches, batches_epoch = bucketed_batches(durations, config.batch_seconds, config.seed,
+                                                              self.epoch), self.epoch
+                if self.batch_in_epoch >= len(batches):
+                    self.epoch, self.batch_in_epoch = self.epoch + 1, 0
+                    continue
+                step_start = time.monotonic()
+                self._train_step(batches[self.batch_in_epoch], running)
+                self.batch_in_epoch += 1
+                self.step += 1
+                self.train_seconds += time.monotonic() - step_start
+                progress.update(1)
+                if self.step % config.log_every == 0:
+                    averages = {k: round(v / config.log_every, 4) for k, v in running.items()}
+                    self.log({"lr": learning_rate(self.step, config), **averages})
+                    progress.set_postfix(loss=averages.get("loss"))
+                    running.clear()
+                if self.step % config.eval_every == 0:
+                    wer = self.evaluate()
+                    self.log({"dev_wer": round(wer, 4)})
+                    progress.write(f"step {self.step}: dev WER {100 * wer:.2f}%")
+                if self.step % config.save_every == 0:
+                    self.save_checkpoint()
+                if config.time_limit_minutes is not None and (
+                        time.monotonic() - session_start > 60 * config.time_limit_minutes):
+                    break
+        except KeyboardInterrupt:
+            progress.write("interrupted")
+        finally:
+            progress.close()
+            signal.signal(signal.SIGTERM, previous_handler)
+            if self.step > 0:
+                print(f"saved {self.save_checkpoint()} (step {self.step}, {self.train_seconds / 60:.1f} min trained)")
+
+    def _train_step(self, indices: list[int], running: dict[str, float]) -> None:
+        batch = collate(self.train_entries, indices, self.token_ids, self.model.sample_rate)
+        for group in self.optimizer.param_groups:
+            group["lr"] = learning_rate(self.step, self.config)
+        loss, parts = training_loss(self.model, batch, self.config, self.generator)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.grad_clip)
+        if torch.isfinite(grad_norm):  # a rare non-finite batch is skipped rather than poisoning the weights
+            self.optimizer.step()
+        for key, value in {"loss": loss.item(), **parts, "grad_norm": grad_norm.item()}.items():
+            running[key] = running.get(key, 0.0) + value
+
+    def _request_stop(self, signum: int, frame: Any) -> None:
+        self._stop_requested = True
+
+
+def average_checkpoints(exp_dir: str | Path, last: int, output: str | Path, *, half: bool = False,
+                        metadata: dict[str, Any] | None = None) -> TransducerModel:
+    """Average the weights of the newest ``last`` training checkpoints into one model file."""
+    paths = sorted((Path(exp_dir) / "checkpoints").glob("step-*.pt"))[-last:]
+    if not paths:
+        raise FileNotFoundError(f"{exp_dir}/checkpoints holds no step-*.pt files")
+    states = [torch.load(p, map_location="cpu", weights_only=True) for p in paths]
+    averaged = {}
+    for name, tensor in states[0]["model"].items():
+        stacked = torch.stack([s["model"][name] for s in states])
+        averaged[name] = stacked.double().mean(0).to(tensor.dtype) if tensor.is_floating_point() else tensor
+    model = TransducerModel(ModelConfig.from_dict(states[-1]["model_config"]),
+                            Tokenizer.from_bytes(states[-1]["tokenizer"]))
+    model.load_state_dict(averaged)
+    info = {"averaged_steps": [s["step"] for s in states], "train_minutes": round(states[-1]["train_seconds"] / 60, 1),
+            "parameters": model.num_parameters(), **(metadata or {})}
+    save_model(model, output, half=half, metadata=info)
+    return model.eval()

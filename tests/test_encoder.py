@@ -1,0 +1,62 @@
+"""Conformer encoder and subsampling: output lengths, batch invariance under padding, configuration checks."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from transdec.model.conformer import ConformerConfig, ConformerEncoder
+from transdec.model.subsampling import ConvSubsampling, strided_length
+
+
+def small_config(**overrides) -> ConformerConfig:
+    options = dict(feature_dim=80, model_dim=32, num_layers=2, num_heads=2, conv_kernel=5,
+                   subsampling_channels=8, dropout=0.0)
+    return ConformerConfig(**{**options, **overrides})
+
+
+@pytest.mark.parametrize("factor", [4, 8])
+@pytest.mark.parametrize("kind", ["dw_striding", "striding"])
+def test_subsampling_output_length_matches_frames(factor: int, kind: str) -> None:
+    torch.manual_seed(0)
+    sub = ConvSubsampling(80, 16, factor=factor, kind=kind, channels=4).double()
+    for frames in [1, 2, 7, 8, 9, 31, 64, 65]:
+        out, lengths = sub(torch.randn(1, frames, 80, dtype=torch.float64), torch.tensor([frames]))
+        assert out.shape[1] == lengths.item() == -(-frames // factor)  # ceil(frames / factor)
+
+
+def test_strided_length_is_ceil_division() -> None:
+    lengths = torch.arange(0, 100)
+    assert torch.equal(strided_length(lengths, 3), (lengths + 7) // 8)
+
+
+@pytest.mark.parametrize("factor,kind", [(8, "dw_striding"), (4, "striding")])
+def test_encoder_output_does_not_depend_on_batch_padding(factor: int, kind: str) -> None:
+    torch.manual_seed(1)
+    encoder = ConformerEncoder(small_config(subsampling_factor=factor, subsampling=kind)).double().eval()
+    lengths = torch.tensor([57, 13, 40, 1])
+    features = torch.randn(4, 57, 80, dtype=torch.float64)
+    features[1, 13:] = 1e3  # whatever the padding holds must not leak into the valid frames
+    encoded, out_lengths = encoder(features, lengths)
+    for i, length in enumerate(lengths.tolist()):
+        alone, alone_length = encoder(features[i : i + 1, :length], lengths[i : i + 1])
+        assert alone_length.item() == out_lengths[i].item()
+        torch.testing.assert_close(encoded[i, : out_lengths[i]], alone[0], rtol=0, atol=1e-10)
+        assert torch.all(encoded[i, out_lengths[i] :] == 0)
+
+
+def test_encoder_gradients_reach_every_parameter() -> None:
+    torch.manual_seed(2)
+    encoder = ConformerEncoder(small_config())
+    encoded, _ = encoder(torch.randn(2, 40, 80), torch.tensor([40, 30]))
+    encoded.square().sum().backward()
+    assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in encoder.parameters())
+
+
+def test_config_checks() -> None:
+    with pytest.raises(ValueError, match="heads"):
+        ConformerConfig(model_dim=30, num_heads=4)
+    with pytest.raises(ValueError, match="odd"):
+        ConformerConfig(conv_kernel=4)
+    with pytest.raises(ValueError, match="4 or 8"):
+        ConvSubsampling(80, 16, factor=2)

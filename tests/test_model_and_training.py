@@ -1,0 +1,205 @@
+"""The full model, self-describing checkpoints, the registry, and the training loop (resume, averaging)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile
+import torch
+
+import transdec
+from transdec.decoding import DecodingConfig, decode
+from transdec.model.checkpoint import BUNDLED_MODELS, read_checkpoint, save_model
+from transdec.model.conformer import ConformerConfig
+from transdec.model.protocol import DecodingModel, HeadSpec
+from transdec.model.tokenizer import Tokenizer
+from transdec.model.transducer_model import ModelConfig, PredictorConfig, TransducerModel
+from transdec.training.data import bucketed_batches, read_manifest
+from transdec.training.specaugment import SpecAugmentConfig, spec_augment
+from transdec.training.trainer import TrainConfig, Trainer, average_checkpoints, learning_rate
+
+TEXTS = ["hello world", "good morning to you", "the cat sat on the mat", "a quick brown fox", "see you soon",
+         "world of sound", "morning has broken", "the dog ran home"]
+HEADS = [HeadSpec("rnnt", 24), HeadSpec("tdt", 24, durations=(0, 1, 2)),
+         HeadSpec("multiblank", 24, big_blank_durations=(2, 4))]
+
+
+def tiny_config(head: HeadSpec, predictor: str = "lstm") -> ModelConfig:
+    return ModelConfig(
+        head=head,
+        encoder=ConformerConfig(model_dim=16, num_layers=1, num_heads=2, conv_kernel=3, subsampling_channels=4,
+                                dropout=0.0),
+        predictor=PredictorConfig(kind=predictor, hidden_size=16),
+        joint_dim=16,
+        sigma=0.0 if head.kind == "rnnt" else 0.05,
+    )
+
+
+@pytest.fixture(scope="module")
+def tokenizer() -> Tokenizer:
+    return Tokenizer.train(TEXTS * 3, 24)
+
+
+@pytest.mark.parametrize("head", HEADS, ids=lambda h: h.kind)
+def test_model_is_a_decoding_model_and_decodes_audio(head: HeadSpec, tokenizer: Tokenizer) -> None:
+    torch.manual_seed(0)
+    model = TransducerModel(tiny_config(head, "stateless" if head.kind == "multiblank" else "lstm"), tokenizer)
+    assert isinstance(model, DecodingModel)
+    model.eval()
+    audio = torch.randn(2, 16000) * 0.1
+    encoded, lengths = model.encode(audio, torch.tensor([16000, 9000]))
+    assert lengths.tolist() == [13, 7]  # 98 and 54 feature frames, 8x subsampling, rounded up
+    hyps = decode(model, encoded, lengths, DecodingConfig()).hypotheses()
+    assert len(hyps) == 2
+    assert model.frame_shift_seconds == pytest.approx(0.08)
+
+
+def test_model_rejects_mismatched_tokenizer_and_sigma(tokenizer: Tokenizer) -> None:
+    with pytest.raises(ValueError, match="tokenizer has 24 tokens"):
+        TransducerModel(tiny_config(HeadSpec("rnnt", 30)), tokenizer)
+    config = tiny_config(HeadSpec("rnnt", 24))
+    config.sigma = 0.05
+    with pytest.raises(ValueError, match="sigma"):
+        TransducerModel(config, tokenizer)
+
+
+@pytest.mark.parametrize("half", [False, True])
+def test_checkpoint_round_trip(tmp_path: Path, tokenizer: Tokenizer, half: bool) -> None:
+    torch.manual_seed(3)
+    model = TransducerModel(tiny_config(HEADS[1]), tokenizer).eval()
+    path = tmp_path / "model.pt"
+    save_model(model, path, half=half, metadata={"note": "test"})
+    loaded = transdec.load_model(path)
+    assert loaded.config == model.config
+    assert loaded.tokenizer.to_bytes() == tokenizer.to_bytes()
+    assert loaded.metadata == {"note": "test"}
+    assert not loaded.training
+    for name, tensor in model.state_dict().items():
+        expected = tensor.half().float() if half and tensor.is_floating_point() else tensor
+        assert torch.equal(loaded.state_dict()[name], expected), name
+    assert json.loads(json.dumps(read_checkpoint(path)["config"])) == model.config.to_dict()
+
+
+def test_load_model_errors_name_the_problem(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="no model file 'tiny-en-nothing'"):
+        transdec.load_model("tiny-en-nothing")
+    junk = tmp_path / "junk.pt"
+    junk.write_bytes(b"not a checkpoint")
+    with pytest.raises(ValueError, match="junk.pt is not a readable transdec model file"):
+        transdec.load_model(junk)
+    other = tmp_path / "other.pt"
+    torch.save({"weights": torch.zeros(2)}, other)
+    with pytest.raises(ValueError, match="not a transdec model file"):
+        transdec.load_model(other)
+
+
+@pytest.mark.parametrize("name", BUNDLED_MODELS)
+def test_bundled_models_load_and_fit_the_size_budget(name: str) -> None:
+    from transdec.model.checkpoint import bundled_model_path
+
+    try:
+        path = bundled_model_path(name)
+    except FileNotFoundError:
+        pytest.skip(f"{name} is not trained yet")
+    assert path.stat().st_size <= 15 * 1024 * 1024
+    model = transdec.load_model(name)
+    assert 2_000_000 <= model.num_parameters() <= 6_500_000
+
+
+def test_bucketed_batches_cover_every_utterance_once_within_budget() -> None:
+    rng = np.random.default_rng(0)
+    durations = rng.uniform(0.5, 12.0, size=500).tolist()
+    batches = bucketed_batches(durations, batch_seconds=60.0, seed=1, epoch=0)
+    assert sorted(i for b in batches for i in b) == list(range(500))
+    assert all(max(durations[i] for i in b) * len(b) <= 60.0 or len(b) == 1 for b in batches)
+    assert batches == bucketed_batches(durations, 60.0, seed=1, epoch=0)
+    assert batches != bucketed_batches(durations, 60.0, seed=1, epoch=1)
+
+
+def test_spec_augment_masks_only_inside_valid_frames() -> None:
+    features = torch.randn(3, 50, 80) + 10.0
+    lengths = torch.tensor([50, 20, 5])
+    out = spec_augment(features, lengths, SpecAugmentConfig(freq_masks=0, time_masks=4, time_width=0.2),
+                       torch.Generator().manual_seed(0))
+    masked_frames = (out == 0).all(dim=2)
+    for i, length in enumerate(lengths.tolist()):
+        assert not masked_frames[i, length:].any()
+    assert masked_frames.any()
+    freq = spec_augment(features, lengths, SpecAugmentConfig(freq_masks=2, freq_width=10, time_masks=0),
+                        torch.Generator().manual_seed(0))
+    assert ((freq == 0).all(dim=1).sum(dim=1) <= 20).all()
+
+
+def test_learning_rate_schedule() -> None:
+    config = TrainConfig("", "", "", max_steps=1000, warmup_steps=100, peak_lr=1e-3, final_lr_ratio=0.1)
+    assert learning_rate(0, config) == pytest.approx(1e-5)
+    assert learning_rate(99, config) == pytest.approx(1e-3)
+    assert learning_rate(1000, config) == pytest.approx(1e-4)
+    assert learning_rate(550, config) == pytest.approx(0.55e-3)
+
+
+def write_corpus(folder: Path, count: int) -> Path:
+    """A manifest of short noise-and-tone recordings with fixed transcripts."""
+    rng = np.random.default_rng(0)
+    (folder / "audio").mkdir(parents=True)
+    lines = []
+    for i in range(count):
+        seconds = rng.uniform(0.4, 1.2)
+        t = np.arange(int(seconds * 16000)) / 16000
+        audio = 0.3 * np.sin(2 * np.pi * (200 + 40 * i) * t) + 0.01 * rng.standard_normal(len(t))
+        soundfile.write(folder / "audio" / f"{i}.flac", audio.astype(np.float32), 16000)
+        lines.append(json.dumps({"audio_filepath": f"audio/{i}.flac", "duration": seconds,
+                                 "text": TEXTS[i % len(TEXTS)]}))
+    manifest = folder / "manifest.jsonl"
+    manifest.write_text("\n".join(lines) + "\n")
+    return manifest
+
+
+def test_manifest_errors_name_file_and_line(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"audio_filepath": "a.wav", "duration": 1.0, "text": "hi"}\n{"duration": 2}\n')
+    with pytest.raises(ValueError, match="bad.jsonl:2"):
+        read_manifest(bad)
+
+
+@pytest.mark.parametrize("head", HEADS, ids=lambda h: h.kind)
+def test_training_runs_resumes_and_averages(tmp_path: Path, head: HeadSpec) -> None:
+    manifest = write_corpus(tmp_path / "data", 12)
+    exp = tmp_path / "exp"
+    config = TrainConfig(str(manifest), str(manifest), str(exp), max_steps=3, warmup_steps=2, batch_seconds=4.0,
+                         eval_every=3, save_every=1, threads=1)
+    Trainer(config, tiny_config(head)).train()
+    assert sorted(p.name for p in (exp / "checkpoints").glob("*.pt"))[-1] == "step-000003.pt"
+    log = [json.loads(line) for line in (exp / "log.jsonl").read_text().splitlines()]
+    assert any("dev_wer" in record for record in log)
+
+    # Rerunning with more steps resumes from step 3 and continues the same schedule.
+    config.max_steps = 5
+    resumed = Trainer(config, None)
+    assert resumed.step == 3
+    resumed.train()
+    assert resumed.step == 5
+
+    model = average_checkpoints(exp, 3, tmp_path / "avg.pt", half=True)
+    loaded = transdec.load_model(tmp_path / "avg.pt")
+    assert loaded.metadata["averaged_steps"] == [3, 4, 5]
+    assert loaded.config == model.config
+
+
+def test_training_state_replays_the_same_batches(tmp_path: Path) -> None:
+    manifest = write_corpus(tmp_path / "data", 10)
+    straight = TrainConfig(str(manifest), str(manifest), str(tmp_path / "a"), max_steps=4, warmup_steps=1,
+                           batch_seconds=3.0, eval_every=100, save_every=100, threads=1, seed=5)
+    Trainer(straight, tiny_config(HEADS[0])).train()
+    stopped = TrainConfig(**{**straight.__dict__, "exp_dir": str(tmp_path / "b"), "max_steps": 2})
+    Trainer(stopped, tiny_config(HEADS[0])).train()
+    stopped.max_steps = 4
+    Trainer(stopped, None).train()
+    a = torch.load(tmp_path / "a/checkpoints/step-000004.pt", weights_only=True)
+    b = torch.load(tmp_path / "b/checkpoints/step-000004.pt", weights_only=True)
+    assert (a["epoch"], a["batch_in_epoch"]) == (b["epoch"], b["batch_in_epoch"])
+    for name, tensor in a["model"].items():
+        torch.testing.assert_close(b["model"][name], tensor, rtol=0, atol=1e-6, msg=name)
