@@ -137,3 +137,19 @@ def test_big_blank_layout_matches_nemo():
     assert MULTIBLANK.blank_id == 8
     assert [MULTIBLANK.big_blank_id(i) for i in range(3)] == [7, 6, 5]
     assert MULTIBLANK.predictor_blank_id == 5
+
+
+@pytest.mark.parametrize("head", [RNNT, TDT, MULTIBLANK], ids=lambda h: h.kind)
+def test_reference_counts_every_emission_by_frames_advanced(head):
+    from transdec.model.synthetic import random_decoder, random_encoder_output
+
+    model = random_decoder(head, blank_rate=0.5, seed=3, dtype=torch.float64)
+    frames, lengths = random_encoder_output([20, 7, 0, 13], 16, seed=4, dtype=torch.float64)
+    result = greedy_reference(model, frames, lengths, 3)
+    emissions = result.stats.emissions
+    assert sum(emissions.values()) == result.stats.joint_calls
+    assert sum(n for (kind, _), n in emissions.items() if kind == "token") == sum(
+        len(h.tokens) for h in result.hypotheses()
+    )
+    allowed = {1} | set(head.big_blank_durations) | set(head.durations)
+    assert {d for kind, d in emissions if kind == "blank"} <= allowed

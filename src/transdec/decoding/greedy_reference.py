@@ -68,6 +68,7 @@ def _decode_utterance(
         stats.joint_calls += 1
         label, duration, advance, label_logprob, logprob = _read_step(head, logits)
         hyp.score += logprob
+        stats.emissions["blank" if label >= head.num_tokens else "token", advance] += 1
         if label >= head.num_tokens:  # a blank of any kind
             t += advance
             tokens_at_frame = 0

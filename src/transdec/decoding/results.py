@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -32,10 +33,16 @@ class Hypothesis:
 
 @dataclass
 class DecodingStats:
-    """How much work a decode did: calls of the predictor and of the joint, each over the whole batch."""
+    """How much work a decode did: calls of the predictor and of the joint, each over the whole batch.
+
+    ``emissions`` (filled by the per-utterance reference decoder only) counts every greedy decision by
+    ``(kind, frames advanced)``: ``("token", d)`` or ``("blank", d)``, e.g. ``("blank", 4)`` for a
+    multi-blank big blank of duration 4 or a TDT blank with duration 4.
+    """
 
     predictor_calls: int = 0
     joint_calls: int = 0
+    emissions: Counter[tuple[str, int]] = field(default_factory=Counter)
 
 
 @dataclass

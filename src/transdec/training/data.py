@@ -7,10 +7,10 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-import soundfile
 import torch
 from torch import Tensor
+
+from transdec.audio import load_audio
 
 
 @dataclass
@@ -40,14 +40,6 @@ def read_manifest(path: str | Path) -> list[ManifestEntry]:
                 raise ValueError(f"{path}:{number}: not a manifest entry with audio_filepath, duration and text "
                                  f"({error})") from error
     return entries
-
-
-def load_audio(path: Path, sample_rate: int) -> np.ndarray:
-    """Mono float32 samples of an audio file, which must already be at ``sample_rate``."""
-    audio, rate = soundfile.read(str(path), dtype="float32", always_2d=True)
-    if rate != sample_rate:
-        raise ValueError(f"{path}: sample rate is {rate} Hz, the model needs {sample_rate} Hz")
-    return audio.mean(axis=1)
 
 
 @dataclass

@@ -1,0 +1,52 @@
+"""Audio loading: formats, mono mix-down, resampling, offset/duration, and errors that name the file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile
+
+from transdec.audio import AudioError, load_audio
+
+
+def tone(seconds: float, rate: int, channels: int = 1) -> np.ndarray:
+    t = np.arange(int(seconds * rate)) / rate
+    audio = 0.5 * np.sin(2 * np.pi * 440 * t).astype(np.float32)
+    return np.stack([audio] * channels, axis=1) if channels > 1 else audio
+
+
+@pytest.mark.parametrize("suffix", [".wav", ".flac", ".ogg"])
+def test_formats_load_as_mono_float32(tmp_path: Path, suffix: str) -> None:
+    path = tmp_path / f"a{suffix}"
+    soundfile.write(path, tone(0.5, 16000, channels=2), 16000)
+    audio = load_audio(path, 16000)
+    assert audio.dtype == np.float32 and audio.ndim == 1
+    assert abs(len(audio) - 8000) <= 1
+    assert np.abs(audio[:8000] - tone(0.5, 16000)).max() < 0.05  # lossy ogg is close, not equal
+
+
+def test_resampling_and_offset_duration(tmp_path: Path) -> None:
+    path = tmp_path / "a.wav"
+    soundfile.write(path, tone(2.0, 22050), 22050)
+    assert len(load_audio(path, 16000)) == 32000
+    part = load_audio(path, 16000, offset=0.5, duration=1.0)
+    assert len(part) == 16000
+
+
+def test_errors_name_the_file(tmp_path: Path) -> None:
+    with pytest.raises(AudioError, match="missing.wav: no such file"):
+        load_audio(tmp_path / "missing.wav", 16000)
+    empty = tmp_path / "empty.wav"
+    empty.write_bytes(b"")
+    with pytest.raises(AudioError, match="empty.wav: the file is empty"):
+        load_audio(empty, 16000)
+    text = tmp_path / "notes.wav"
+    text.write_text("this is not audio")
+    with pytest.raises(AudioError, match="notes.wav: not readable as audio"):
+        load_audio(text, 16000)
+    short = tmp_path / "short.wav"
+    soundfile.write(short, tone(0.1, 16000), 16000)
+    with pytest.raises(AudioError, match="short.wav: offset 5.0 s is outside"):
+        load_audio(short, 16000, offset=5.0)
