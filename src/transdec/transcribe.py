@@ -1,0 +1,97 @@
+"""Audio in, text out: batched transcription with word timings and confidences."""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from transdec.audio import load_audio
+from transdec.decoding import DecodingConfig, Hypothesis, decode
+from transdec.model.transducer_model import TransducerModel
+
+AudioInput = str | os.PathLike | np.ndarray | torch.Tensor
+
+
+@dataclass
+class WordTiming:
+    """A word with its time span in seconds and its confidence.
+
+    ``start`` is the frame of the word's first token; ``end`` the frame after its last token (for TDT, the
+    frame its predicted duration reaches), both times the encoder frame shift. ``confidence`` is the geometric
+    mean of the word's token probabilities, ``exp(mean token log-prob)``, in (0, 1].
+    """
+
+    word: str
+    start: float
+    end: float
+    confidence: float
+
+
+@dataclass
+class Transcript:
+    """One input's result: ``text``, ``tokens`` (ids), ``words`` with timings, and the audio ``duration``."""
+
+    text: str
+    tokens: list[int] = field(default_factory=list)
+    words: list[WordTiming] = field(default_factory=list)
+    duration: float = 0.0
+
+
+def words_of(model: TransducerModel, hyp: Hypothesis) -> list[WordTiming]:
+    """Group a hypothesis's tokens into words (sentencepiece word-start marks) with times and confidences."""
+    shift = model.frame_shift_seconds
+    groups: list[list[int]] = []
+    for position, starts_word in enumerate(model.tokenizer.word_starts(hyp.tokens)):
+        if starts_word or not groups:
+            groups.append([])
+        groups[-1].append(position)
+    words = []
+    for group in groups:
+        text = model.tokenizer.decode([hyp.tokens[i] for i in group]).strip()
+        if not text:
+            continue
+        last = group[-1]
+        end_frame = hyp.timestamps[last] + max(hyp.durations[last], 1)
+        mean_logprob = sum(hyp.token_logprobs[i] for i in group) / len(group)
+        words.append(WordTiming(text, hyp.timestamps[group[0]] * shift, end_frame * shift, math.exp(mean_logprob)))
+    return words
+
+
+def _as_waveform(item: AudioInput, sample_rate: int) -> np.ndarray:
+    if isinstance(item, (str, os.PathLike)):
+        return load_audio(Path(item), sample_rate)
+    array = item.detach().cpu().numpy() if isinstance(item, torch.Tensor) else np.asarray(item)
+    if array.ndim != 1:
+        raise ValueError(f"an audio array must be 1-D mono samples at {sample_rate} Hz, got shape {array.shape}")
+    return array.astype(np.float32, copy=False)
+
+
+@torch.inference_mode()
+def transcribe(model: TransducerModel, inputs: Sequence[AudioInput], decoding: DecodingConfig | None = None,
+               batch_size: int = 16) -> list[Transcript]:
+    """Transcribe audio files (any format libsndfile reads, resampled as needed) or 1-D sample arrays at the
+    model's rate. Inputs are batched by similar length; results come back in input order.
+    """
+    if isinstance(inputs, (str, os.PathLike, np.ndarray, torch.Tensor)):
+        inputs = [inputs]
+    waveforms = [_as_waveform(item, model.sample_rate) for item in inputs]
+    device = next(model.parameters()).device
+    order = sorted(range(len(waveforms)), key=lambda i: len(waveforms[i]))
+    results: list[Transcript | None] = [None] * len(waveforms)
+    for start in range(0, len(order), batch_size):
+        indices = order[start : start + batch_size]
+        lengths = torch.tensor([len(waveforms[i]) for i in indices])
+        batch = torch.zeros(len(indices), int(lengths.max()) if len(indices) else 0)
+        for row, i in enumerate(indices):
+            batch[row, : len(waveforms[i])] = torch.from_numpy(waveforms[i])
+        encoded, frame_counts = model.encode(batch.to(device), lengths.to(device))
+        for i, hyp in zip(indices, decode(model, encoded, frame_counts, decoding).hypotheses()):
+            results[i] = Transcript(model.tokenizer.decode(hyp.tokens), hyp.tokens, words_of(model, hyp),
+                                    len(waveforms[i]) / model.sample_rate)
+    return results  # type: ignore[return-value]

@@ -1,0 +1,55 @@
+"""The transcription API: inputs of every kind, batching invariance, word timings and confidences."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile
+import torch
+
+from transdec.decoding import DecodingConfig, Hypothesis
+from transdec.model.protocol import HeadSpec
+from transdec.model.tokenizer import Tokenizer
+from transdec.model.transducer_model import TransducerModel
+from transdec.transcribe import transcribe, words_of
+
+from test_model_and_training import TEXTS, tiny_config
+
+
+@pytest.fixture(scope="module")
+def model() -> TransducerModel:
+    torch.manual_seed(0)
+    tokenizer = Tokenizer.train(TEXTS * 3, 24)
+    return TransducerModel(tiny_config(HeadSpec("tdt", 24, durations=(0, 1, 2))), tokenizer).eval()
+
+
+def test_files_arrays_and_tensors_give_the_same_result_in_any_batch(tmp_path: Path, model) -> None:
+    rng = np.random.default_rng(0)
+    clips = [(0.3 * rng.standard_normal(n)).astype(np.float32) for n in (16000, 7000, 12000)]
+    soundfile.write(tmp_path / "a.wav", clips[0], 16000, subtype="FLOAT")
+    together = transcribe(model, [tmp_path / "a.wav", clips[1], torch.from_numpy(clips[2])], batch_size=3)
+    alone = [transcribe(model, clip)[0] for clip in clips]
+    assert [t.tokens for t in together] == [t.tokens for t in alone]
+    assert [t.duration for t in together] == pytest.approx([1.0, 7000 / 16000, 0.75])
+    assert model.transcribe(clips[1], DecodingConfig(strategy="greedy_reference"))[0].tokens == alone[1].tokens
+
+
+def test_two_dimensional_array_is_rejected(model) -> None:
+    with pytest.raises(ValueError, match="1-D mono"):
+        transcribe(model, [np.zeros((2, 100), dtype=np.float32)])
+
+
+def test_words_group_tokens_with_times_and_confidences(model) -> None:
+    tokenizer = model.tokenizer
+    ids = tokenizer.encode("the cat sat")
+    starts = tokenizer.word_starts(ids)
+    hyp = Hypothesis(tokens=ids, timestamps=list(range(0, 2 * len(ids), 2)), durations=[1] * len(ids),
+                     token_logprobs=[-0.1] * len(ids))
+    words = words_of(model, hyp)
+    assert [w.word for w in words] == ["the", "cat", "sat"]
+    first_tokens = [i for i, s in enumerate(starts) if s]
+    assert words[1].start == pytest.approx(hyp.timestamps[first_tokens[1]] * 0.08)
+    assert words[-1].end == pytest.approx((hyp.timestamps[-1] + 1) * 0.08)
+    assert all(w.confidence == pytest.approx(np.exp(-0.1)) for w in words)
