@@ -63,6 +63,24 @@ def _add_average_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--half", action="store_true", help="store weights as float16 (half the size)")
 
 
+def _add_transcribe_parser(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "transcribe", help="transcribe audio files, folders and NeMo manifests",
+        description="Transcribe audio files (any format libsndfile reads, resampled as needed), folders of them "
+                    "(recursively) and NeMo JSONL manifests. Bad items are reported and skipped; the exit code "
+                    "is 1 if any item failed.")
+    p.add_argument("paths", nargs="+", metavar="PATH")
+    p.add_argument("--model", default="tiny-en-rnnt", help="bundled model name or model file (default: %(default)s)")
+    p.add_argument("--decoding", default="greedy_label", help="decoding strategy (default: %(default)s)")
+    p.add_argument("--max-symbols-per-frame", type=int, default=10)
+    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--format", choices=["text", "jsonl", "manifest"], default="text",
+                   help="text: one transcript per line; jsonl: text, words with times and confidences; "
+                        "manifest: the input entries with pred_text added")
+    p.add_argument("--output", default=None, help="write here (atomically) instead of standard output")
+
+
 def _model_config(args: argparse.Namespace) -> ModelConfig:
     head = HeadSpec(args.head, args.vocab_size,
                     durations=args.durations if args.head == "tdt" else (),
@@ -102,14 +120,28 @@ def _average(args: argparse.Namespace) -> None:
     print(f"wrote {args.output}: {model.num_parameters()} parameters")
 
 
+def _transcribe(args: argparse.Namespace) -> int:
+    from transdec.decoding import DecodingConfig
+    from transdec.model.checkpoint import load_model
+    from transdec.transcribe_files import transcribe_files
+
+    try:
+        decoding = DecodingConfig(strategy=args.decoding, max_symbols_per_frame=args.max_symbols_per_frame)
+        model = load_model(args.model, device=args.device)
+    except (FileNotFoundError, ValueError) as error:  # a bad model file or option: one line, not a traceback
+        print(f"transdec transcribe: error: {error}", file=sys.stderr)
+        return 2
+    return transcribe_files(model, args.paths, decoding, args.batch_size, args.format, args.output)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="transdec", description="Fast, exact Transducer speech recognition.")
     subparsers = parser.add_subparsers(dest="command", required=True)
     _add_train_parser(subparsers)
     _add_average_parser(subparsers)
+    _add_transcribe_parser(subparsers)
     args = parser.parse_args(argv)
-    {"train": _train, "average": _average}[args.command](args)
-    return 0
+    return {"train": _train, "average": _average, "transcribe": _transcribe}[args.command](args) or 0
 
 
 if __name__ == "__main__":
