@@ -77,3 +77,18 @@ def test_text_output_and_unknown_model(workspace: Path) -> None:
     assert ok.returncode == 0 and len(ok.stdout.splitlines()) == 1
     bad = run("audio/a.wav", "--model", "no-such-model", cwd=workspace)
     assert bad.returncode == 2 and "no model file 'no-such-model'" in bad.stderr
+
+
+def test_evaluate_reports_strategies_side_by_side(workspace: Path) -> None:
+    result = subprocess.run([sys.executable, "-m", "transdec.cli", "evaluate", "m.jsonl", "--model", "model.pt",
+                             "--decoding", "greedy_label,greedy_frame", "--output-dir", "eval"], cwd=workspace,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1  # the broken line and the two entries without text
+    assert "m.jsonl:4: not a manifest entry" in result.stderr
+    assert "missing.wav: the manifest entry has no reference text" in result.stderr
+    summary = json.loads((workspace / "eval" / "summary.json").read_text())
+    assert [s["strategy"] for s in summary["strategies"]] == ["greedy_label", "greedy_frame"]
+    assert summary["failed_items"] == 3 and summary["normalizer"] == "whisper"
+    label, frame = summary["strategies"]
+    assert label["wer"] == frame["wer"]  # RNN-T frame-looping is exact
+    assert "| greedy_label | 1 |" in result.stdout

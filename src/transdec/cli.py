@@ -81,6 +81,25 @@ def _add_transcribe_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--output", default=None, help="write here (atomically) instead of standard output")
 
 
+def _add_evaluate_parser(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "evaluate", help="WER, CER and RTFx on a manifest, several strategies side by side",
+        description="Evaluate on a NeMo manifest with reference texts: WER and CER after normalisation, RTFx of "
+                    "encoder + decoder and of the decoder alone (encoder timed separately), pooled over all "
+                    "utterances, which are sorted by duration and batched.")
+    p.add_argument("manifest")
+    p.add_argument("--model", default="tiny-en-rnnt")
+    p.add_argument("--decoding", default="greedy_label,greedy_frame",
+                   help="comma-separated strategies, run one after another on the same audio (default: %(default)s)")
+    p.add_argument("--max-symbols-per-frame", type=int, default=10)
+    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--warmup", type=int, default=1, metavar="BATCHES", help="untimed batches before timing")
+    p.add_argument("--normalizer", choices=["whisper", "none"], default="whisper",
+                   help="whisper: Whisper's English normaliser (whisper-normalizer); none: whitespace only")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--output-dir", default=None, help="write predictions_<strategy>.jsonl and summary.json here")
+
+
 def _model_config(args: argparse.Namespace) -> ModelConfig:
     head = HeadSpec(args.head, args.vocab_size,
                     durations=args.durations if args.head == "tdt" else (),
@@ -134,14 +153,37 @@ def _transcribe(args: argparse.Namespace) -> int:
     return transcribe_files(model, args.paths, decoding, args.batch_size, args.format, args.output)
 
 
+def _evaluate(args: argparse.Namespace) -> int:
+    from transdec.decoding import DecodingConfig
+    from transdec.evaluate import evaluate_manifest, format_table
+    from transdec.model.checkpoint import load_model
+
+    try:
+        strategies = [DecodingConfig(strategy=name.strip(), max_symbols_per_frame=args.max_symbols_per_frame)
+                      for name in args.decoding.split(",")]
+        model = load_model(args.model, device=args.device)
+    except (FileNotFoundError, ValueError) as error:
+        print(f"transdec evaluate: error: {error}", file=sys.stderr)
+        return 2
+    reports, failed = evaluate_manifest(model, args.manifest, strategies, args.batch_size, args.warmup,
+                                        args.normalizer, args.output_dir)
+    print(f"model {args.model}, normaliser {args.normalizer}, batch size {args.batch_size}, device {args.device}")
+    print(format_table(reports))
+    if failed:
+        print(f"{failed} item(s) could not be evaluated", file=sys.stderr)
+    return 1 if failed else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="transdec", description="Fast, exact Transducer speech recognition.")
     subparsers = parser.add_subparsers(dest="command", required=True)
     _add_train_parser(subparsers)
     _add_average_parser(subparsers)
     _add_transcribe_parser(subparsers)
+    _add_evaluate_parser(subparsers)
     args = parser.parse_args(argv)
-    return {"train": _train, "average": _average, "transcribe": _transcribe}[args.command](args) or 0
+    commands = {"train": _train, "average": _average, "transcribe": _transcribe, "evaluate": _evaluate}
+    return commands[args.command](args) or 0
 
 
 if __name__ == "__main__":

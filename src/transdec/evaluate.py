@@ -1,0 +1,152 @@
+"""Accuracy and speed on a manifest: WER and CER after text normalisation, and RTFx of the whole pipeline and
+of the decoder alone, for several decoding strategies side by side in one run."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import jiwer
+import numpy as np
+import torch
+
+from transdec.audio import AudioError, load_audio
+from transdec.decoding import DecodingConfig, decode
+from transdec.metrics import word_errors
+from transdec.model.transducer_model import TransducerModel
+from transdec.sources import AudioItem, read_manifest_items
+
+NORMALIZERS = ("whisper", "none")
+
+
+def normalizer(name: str):
+    """Text normaliser applied to references and hypotheses before scoring."""
+    if name == "whisper":
+        from whisper_normalizer.english import EnglishTextNormalizer
+
+        return EnglishTextNormalizer()
+    if name == "none":
+        return lambda text: " ".join(text.split())
+    raise ValueError(f"unknown normaliser {name!r}; choose from {NORMALIZERS}")
+
+
+@dataclass
+class StrategyReport:
+    """One strategy's results over the manifest (times in seconds, pooled over all utterances)."""
+
+    strategy: str
+    utterances: int
+    audio_seconds: float
+    wer: float
+    cer: float
+    encoder_seconds: float
+    decoder_seconds: float
+
+    @property
+    def rtfx(self) -> float:
+        return self.audio_seconds / max(self.encoder_seconds + self.decoder_seconds, 1e-9)
+
+    @property
+    def decoder_rtfx(self) -> float:
+        return self.audio_seconds / max(self.decoder_seconds, 1e-9)
+
+
+def _synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+@torch.inference_mode()
+def run_strategy(model: TransducerModel, waveforms: list[np.ndarray], order: list[int], decoding: DecodingConfig,
+                 batch_size: int, warmup_batches: int) -> tuple[list[str], float, float]:
+    """Transcripts (input order) and pooled (encoder seconds, decoder seconds) for one strategy."""
+    device = next(model.parameters()).device
+    batches = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+    texts = [""] * len(waveforms)
+    encoder_seconds = decoder_seconds = 0.0
+    for number, indices in enumerate(batches[:warmup_batches] + batches):
+        timed = number >= min(warmup_batches, len(batches))
+        lengths = torch.tensor([len(waveforms[i]) for i in indices])
+        batch = torch.zeros(len(indices), int(lengths.max()))
+        for row, i in enumerate(indices):
+            batch[row, : len(waveforms[i])] = torch.from_numpy(waveforms[i])
+        batch, lengths = batch.to(device), lengths.to(device)
+        _synchronize(device)
+        start = time.perf_counter()
+        encoded, frame_counts = model.encode(batch, lengths)
+        _synchronize(device)
+        middle = time.perf_counter()
+        hyps = decode(model, encoded, frame_counts, decoding).hypotheses()
+        _synchronize(device)
+        end = time.perf_counter()
+        if timed:
+            encoder_seconds += middle - start
+            decoder_seconds += end - middle
+            for i, hyp in zip(indices, hyps):
+                texts[i] = model.tokenizer.decode(hyp.tokens)
+    return texts, encoder_seconds, decoder_seconds
+
+
+def evaluate_manifest(model: TransducerModel, manifest: str | Path, strategies: list[DecodingConfig],
+                      batch_size: int = 16, warmup_batches: int = 1, normalizer_name: str = "whisper",
+                      output_dir: str | Path | None = None) -> tuple[list[StrategyReport], int]:
+    """Evaluate every strategy on the same audio; returns the reports and the number of unusable items."""
+    items, errors = read_manifest_items(Path(manifest))
+    for error in errors:
+        print(f"error: {error.where}: {error.message}", file=sys.stderr)
+    failed = len(errors)
+    usable: list[AudioItem] = []
+    waveforms: list[np.ndarray] = []
+    for item in items:
+        if "text" not in item.entry:
+            print(f"error: {item.name}: the manifest entry has no reference text", file=sys.stderr)
+            failed += 1
+            continue
+        try:
+            waveforms.append(load_audio(item.path, model.sample_rate, item.offset, item.duration))
+        except AudioError as error:
+            print(f"error: {error}", file=sys.stderr)
+            failed += 1
+            continue
+        usable.append(item)
+    normalize = normalizer(normalizer_name)
+    references = [normalize(item.entry["text"]) for item in usable]
+    audio_seconds = sum(len(w) for w in waveforms) / model.sample_rate
+    # Sorting by duration keeps padding small, as every serious evaluation does.
+    order = sorted(range(len(waveforms)), key=lambda i: len(waveforms[i]))
+    reports = []
+    for decoding in strategies:
+        texts, encoder_s, decoder_s = run_strategy(model, waveforms, order, decoding, batch_size, warmup_batches)
+        hypotheses = [normalize(t) for t in texts]
+        cer = jiwer.cer(references, hypotheses) if references and any(references) else 0.0
+        reports.append(StrategyReport(decoding.strategy, len(usable), round(audio_seconds, 3),
+                                      word_errors(references, hypotheses).wer, float(cer), encoder_s, decoder_s))
+        if output_dir is not None:
+            _write_atomically(Path(output_dir) / f"predictions_{decoding.strategy}.jsonl", "".join(
+                json.dumps({**item.entry, "pred_text": text}) + "\n" for item, text in zip(usable, texts)))
+    if output_dir is not None:
+        summary = [{**asdict(r), "rtfx": r.rtfx, "decoder_rtfx": r.decoder_rtfx} for r in reports]
+        _write_atomically(Path(output_dir) / "summary.json", json.dumps(
+            {"manifest": str(manifest), "normalizer": normalizer_name, "batch_size": batch_size,
+             "warmup_batches": warmup_batches, "failed_items": failed, "strategies": summary}, indent=2))
+    return reports, failed
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".partial")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def format_table(reports: list[StrategyReport]) -> str:
+    header = "| strategy | utterances | WER | CER | RTFx (encoder + decoder) | decoder RTFx | encoder s | decoder s |"
+    lines = [header, "|---|---|---|---|---|---|---|---|"]
+    for r in reports:
+        lines.append(f"| {r.strategy} | {r.utterances} | {100 * r.wer:.2f}% | {100 * r.cer:.2f}% | {r.rtfx:.0f} | "
+                     f"{r.decoder_rtfx:.0f} | {r.encoder_seconds:.2f} | {r.decoder_seconds:.2f} |")
+    return "\n".join(lines)
