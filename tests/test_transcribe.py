@@ -53,3 +53,32 @@ def test_words_group_tokens_with_times_and_confidences(model) -> None:
     assert words[1].start == pytest.approx(hyp.timestamps[first_tokens[1]] * 0.08)
     assert words[-1].end == pytest.approx((hyp.timestamps[-1] + 1) * 0.08)
     assert all(w.confidence == pytest.approx(np.exp(-0.1)) for w in words)
+
+
+def test_long_recording_features_in_chunks_equal_whole(model) -> None:
+    from transdec.long_audio import raw_features_in_chunks
+
+    waveform = torch.randn(16000 * 3) * 0.1
+    chunked = raw_features_in_chunks(model, waveform, frames_per_chunk=37)
+    import dataclasses
+
+    from transdec.model.features import FbankExtractor
+
+    whole = FbankExtractor(dataclasses.replace(model.config.features, normalize="none"))(waveform.unsqueeze(0))[0][0]
+    torch.testing.assert_close(chunked, whole, rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("seconds", [9.0, 12.37])
+def test_chunked_encoding_joins_to_the_unchunked_frame_count(model, seconds) -> None:
+    from transdec.long_audio import ChunkingConfig, encode_long
+
+    waveform = torch.randn(int(16000 * seconds)) * 0.1
+    whole, whole_length = model.encode(waveform.unsqueeze(0))
+    chunked, chunked_length = encode_long(model, waveform, ChunkingConfig(chunk_seconds=2.0, context_seconds=0.5))
+    assert chunked.shape == whole.shape and chunked_length.tolist() == whole_length.tolist()
+    # Without attention beyond the context the frames differ, but chunking with the whole recording as
+    # context is exact.
+    exact, _ = encode_long(model, waveform, ChunkingConfig(chunk_seconds=2.0, context_seconds=seconds))
+    torch.testing.assert_close(exact, whole, rtol=1e-4, atol=1e-4)
+    texts = transcribe(model, [waveform.numpy()], chunking=ChunkingConfig(chunk_seconds=2.0, context_seconds=0.5))
+    assert texts[0].duration == pytest.approx(seconds, abs=1e-4)

@@ -13,6 +13,7 @@ import torch
 
 from transdec.audio import load_audio
 from transdec.decoding import DecodingConfig, Hypothesis, decode
+from transdec.long_audio import ChunkingConfig, encode_long, needs_chunking
 from transdec.model.transducer_model import TransducerModel
 
 AudioInput = str | os.PathLike | np.ndarray | torch.Tensor
@@ -72,18 +73,33 @@ def _as_waveform(item: AudioInput, sample_rate: int) -> np.ndarray:
     return array.astype(np.float32, copy=False)
 
 
+def _transcript(model: TransducerModel, hyp: Hypothesis, num_samples: int) -> Transcript:
+    return Transcript(model.tokenizer.decode(hyp.tokens), hyp.tokens, words_of(model, hyp),
+                      num_samples / model.sample_rate)
+
+
 @torch.inference_mode()
 def transcribe(model: TransducerModel, inputs: Sequence[AudioInput], decoding: DecodingConfig | None = None,
-               batch_size: int = 16) -> list[Transcript]:
+               batch_size: int = 16, chunking: ChunkingConfig | None = ChunkingConfig()) -> list[Transcript]:
     """Transcribe audio files (any format libsndfile reads, resampled as needed) or 1-D sample arrays at the
-    model's rate. Inputs are batched by similar length; results come back in input order.
+    model's rate. Inputs are batched by similar length; results come back in input order. Recordings longer
+    than ``chunking`` allows are encoded in overlapping windows (see :mod:`transdec.long_audio`); ``None``
+    encodes everything whole.
     """
     if isinstance(inputs, (str, os.PathLike, np.ndarray, torch.Tensor)):
         inputs = [inputs]
     waveforms = [_as_waveform(item, model.sample_rate) for item in inputs]
     device = next(model.parameters()).device
-    order = sorted(range(len(waveforms)), key=lambda i: len(waveforms[i]))
     results: list[Transcript | None] = [None] * len(waveforms)
+    short = []
+    for i, waveform in enumerate(waveforms):
+        if chunking is not None and needs_chunking(model, len(waveform), chunking):
+            encoded, frame_counts = encode_long(model, torch.from_numpy(waveform).to(device), chunking)
+            results[i] = _transcript(model, decode(model, encoded, frame_counts, decoding).hypotheses()[0],
+                                     len(waveform))
+        else:
+            short.append(i)
+    order = sorted(short, key=lambda i: len(waveforms[i]))
     for start in range(0, len(order), batch_size):
         indices = order[start : start + batch_size]
         lengths = torch.tensor([len(waveforms[i]) for i in indices])
@@ -92,6 +108,5 @@ def transcribe(model: TransducerModel, inputs: Sequence[AudioInput], decoding: D
             batch[row, : len(waveforms[i])] = torch.from_numpy(waveforms[i])
         encoded, frame_counts = model.encode(batch.to(device), lengths.to(device))
         for i, hyp in zip(indices, decode(model, encoded, frame_counts, decoding).hypotheses()):
-            results[i] = Transcript(model.tokenizer.decode(hyp.tokens), hyp.tokens, words_of(model, hyp),
-                                    len(waveforms[i]) / model.sample_rate)
+            results[i] = _transcript(model, hyp, len(waveforms[i]))
     return results  # type: ignore[return-value]

@@ -207,7 +207,7 @@ class FbankExtractor(nn.Module):
 
         valid = (torch.arange(max_frames, device=waveforms.device) < frame_counts[:, None])[..., None]  # [B, T, 1]
         if cfg.normalize == "per_feature":
-            features = _normalize_per_feature(features, valid, frame_counts)
+            features = normalize_per_feature(features, valid, frame_counts)
         # where, not multiply: frames past the end may hold NaN/inf from whatever the padding was.
         return torch.where(valid, features, 0.0), frame_counts
 
@@ -233,7 +233,7 @@ class FbankExtractor(nn.Module):
         return lengths.to(device=waveforms.device, dtype=torch.int64)
 
 
-def _normalize_per_feature(features: Tensor, valid: Tensor, frame_counts: Tensor) -> Tensor:
+def normalize_per_feature(features: Tensor, valid: Tensor, frame_counts: Tensor) -> Tensor:
     """NeMo's ``per_feature`` normalisation over valid frames: ``[B, T, F]``, mask ``[B, T, 1]``, counts ``[B]``.
 
     The standard deviation is unbiased; utterances with one frame get std 0 (then ``+ eps``), as in NeMo.

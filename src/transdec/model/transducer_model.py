@@ -128,8 +128,8 @@ class TransducerModel(nn.Module):
         """``features [B, T, F]``, ``lengths [B]`` -> ``(encoder_out [B, T', D], lengths [B])``."""
         return self.encoder(features, lengths)
 
-    def transcribe(self, inputs, decoding=None, batch_size: int = 16):
+    def transcribe(self, inputs, decoding=None, batch_size: int = 16, **options):
         """Audio files or 1-D sample arrays -> one :class:`~transdec.transcribe.Transcript` each (see there)."""
         from transdec.transcribe import transcribe  # transcribe needs this module; import it late
 
-        return transcribe(self, inputs, decoding, batch_size)
+        return transcribe(self, inputs, decoding, batch_size, **options)

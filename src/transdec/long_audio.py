@@ -1,0 +1,82 @@
+"""Long recordings (an hour or more) in bounded memory.
+
+Self-attention over a whole hour would need memory quadratic in its length, so the encoder runs on
+overlapping windows instead, and the decoder runs once over the joined encoder output (its memory is linear
+in the length and its predictor state simply carries on across window edges).
+
+How the edges are handled:
+
+* Features are computed window by window on the exact samples each frame needs, then normalised with
+  statistics of the whole recording, so they equal the unchunked features (up to float rounding).
+* Each encoder window is ``chunk`` frames plus ``context`` frames on each side (all multiples of the
+  subsampling factor, so encoder frames line up). Only the encoder frames of the central ``chunk`` are
+  kept: every kept frame has seen at least ``context`` of audio on both sides (less only at the start and
+  end of the recording, exactly as unchunked). The outputs join into ``ceil(T / factor)`` frames, as many
+  as the unchunked encoder gives; attention beyond the context is what chunking gives up.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from transdec.model.features import FbankExtractor, normalize_per_feature
+from transdec.model.transducer_model import TransducerModel
+
+
+@dataclass(frozen=True)
+class ChunkingConfig:
+    """Recordings longer than ``chunk_seconds + 2 * context_seconds`` are encoded in windows."""
+
+    chunk_seconds: float = 30.0
+    context_seconds: float = 5.0
+
+    def __post_init__(self) -> None:
+        if self.chunk_seconds <= 0 or self.context_seconds < 0:
+            raise ValueError(f"chunk_seconds must be positive and context_seconds non-negative, got {self}")
+
+
+def needs_chunking(model: TransducerModel, num_samples: int, chunking: ChunkingConfig) -> bool:
+    return num_samples > (chunking.chunk_seconds + 2 * chunking.context_seconds) * model.sample_rate
+
+
+def raw_features_in_chunks(model: TransducerModel, waveform: Tensor, frames_per_chunk: int = 6000) -> Tensor:
+    """Unnormalised features ``[T, F]`` of one waveform ``[N]``, computed ``frames_per_chunk`` frames at a time."""
+    config = model.config.features
+    extractor = FbankExtractor(dataclasses.replace(config, normalize="none")).to(waveform.device)
+    total = int(extractor.num_frames(waveform.shape[0]))
+    shift, window = config.frame_shift, config.window_length
+    pieces = []
+    for first in range(0, total, frames_per_chunk):
+        count = min(frames_per_chunk, total - first)
+        samples = waveform[first * shift : (first + count - 1) * shift + window]
+        pieces.append(extractor(samples.unsqueeze(0))[0][0])
+    return torch.cat(pieces) if pieces else waveform.new_zeros(0, config.num_mel_bins)
+
+
+@torch.inference_mode()
+def encode_long(model: TransducerModel, waveform: Tensor, chunking: ChunkingConfig) -> tuple[Tensor, Tensor]:
+    """Encoder output ``[1, T', D]`` and length ``[1]`` of one long waveform ``[N]``, in bounded memory."""
+    features = raw_features_in_chunks(model, waveform)
+    total = features.shape[0]
+    if model.config.features.normalize == "per_feature":
+        counts = torch.tensor([total], device=features.device)
+        valid = torch.ones(1, total, 1, dtype=torch.bool, device=features.device)
+        features = normalize_per_feature(features.unsqueeze(0), valid, counts)[0]
+    factor = model.config.encoder.subsampling_factor
+    frames_per_second = 1000.0 / model.config.features.frame_shift_ms
+    chunk = max(factor, int(chunking.chunk_seconds * frames_per_second) // factor * factor)
+    context = int(chunking.context_seconds * frames_per_second) // factor * factor
+    outputs = []
+    for start in range(0, total, chunk):
+        first, last = max(0, start - context), min(total, start + chunk + context)
+        window = features[first:last].unsqueeze(0)
+        encoded, _ = model.encode_features(window, torch.tensor([last - first], device=features.device))
+        keep_from = (start - first) // factor
+        keep_to = keep_from + -(-(min(start + chunk, total) - start) // factor)
+        outputs.append(encoded[:, keep_from:keep_to])
+    encoded = torch.cat(outputs, dim=1) if outputs else features.new_zeros(1, 0, model.encoder.output_dim)
+    return encoded, torch.tensor([encoded.shape[1]], device=features.device)
