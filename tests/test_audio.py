@@ -31,7 +31,7 @@ def test_resampling_and_offset_duration(tmp_path: Path) -> None:
     path = tmp_path / "a.wav"
     soundfile.write(path, tone(2.0, 22050), 22050)
     assert len(load_audio(path, 16000)) == 32000
-    part = load_audio(path, 16000, offset=0.5, duration=1.0)
+    part = load_audio(path, 16000, offset=0.5, duration=1.0)  # offset and duration are in seconds
     assert len(part) == 16000
 
 
@@ -50,3 +50,22 @@ def test_errors_name_the_file(tmp_path: Path) -> None:
     soundfile.write(short, tone(0.1, 16000), 16000)
     with pytest.raises(AudioError, match="short.wav: offset 5.0 s is outside"):
         load_audio(short, 16000, offset=5.0)
+
+
+def test_truncated_low_rate_and_sampleless_files_are_refused(tmp_path: Path) -> None:
+    for suffix in (".wav", ".flac"):
+        full = tmp_path / f"full{suffix}"
+        soundfile.write(full, tone(1.0, 16000), 16000)
+        cut = tmp_path / f"cut{suffix}"
+        cut.write_bytes(full.read_bytes()[: full.stat().st_size // 2])
+        with pytest.raises(AudioError, match=f"cut{suffix}: (the file is truncated|not readable as audio)"):
+            load_audio(cut, 16000)
+    low = tmp_path / "phone.wav"
+    soundfile.write(low, tone(1.0, 8000), 8000)
+    with pytest.raises(AudioError, match="phone.wav: sample rate 8000 Hz is below the model's 16000 Hz"):
+        load_audio(low, 16000)
+    assert len(load_audio(low, 16000, allow_upsampling=True)) == 16000
+    silent = tmp_path / "nothing.wav"
+    soundfile.write(silent, np.zeros(0, dtype=np.float32), 16000)
+    with pytest.raises(AudioError, match="nothing.wav: the recording holds no samples"):
+        load_audio(silent, 16000)

@@ -33,6 +33,9 @@ def workspace(tmp_path_factory) -> Path:
                         16000)
     soundfile.write(folder / "c_22k.wav", (0.2 * rng.standard_normal(22050)).astype(np.float32), 22050)
     (folder / "empty.wav").write_bytes(b"")
+    soundfile.write(folder / "phone.wav", (0.2 * rng.standard_normal(8000)).astype(np.float32), 8000)
+    whole = (folder / "c_22k.wav").read_bytes()
+    (folder / "cut.wav").write_bytes(whole[: len(whole) // 2])
     (folder / "text.wav").write_text("not audio")
     manifest = [
         {"audio_filepath": "audio/a.wav", "duration": 1.0, "text": "x"},
@@ -50,11 +53,14 @@ def run(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 
 def test_folder_and_files_to_jsonl_with_bad_items_reported(workspace: Path) -> None:
     out = workspace / "out.jsonl"
-    result = run("audio", "empty.wav", "c_22k.wav", "text.wav", "--model", "model.pt", "--format", "jsonl",
-                 "--output", str(out), cwd=workspace)
+    result = run("audio", "empty.wav", "c_22k.wav", "text.wav", "cut.wav", "phone.wav", "--model", "model.pt",
+                 "--format", "jsonl", "--output", str(out), cwd=workspace)
     assert result.returncode == 1
     assert "empty.wav: the file is empty" in result.stderr
     assert "text.wav: not readable as audio" in result.stderr
+    assert "cut.wav: the file is truncated" in result.stderr
+    assert "phone.wav: sample rate 8000 Hz is below" in result.stderr
+    assert "4 item(s) failed, 3 transcribed" in result.stderr
     lines = [json.loads(line) for line in out.read_text().splitlines()]
     assert [Path(r["audio_filepath"]).name for r in lines] == ["a.wav", "b.flac", "c_22k.wav"]
     assert lines[2]["duration"] == pytest.approx(1.0)

@@ -14,17 +14,23 @@ class AudioError(ValueError):
 
 
 def load_audio(path: str | os.PathLike[str], sample_rate: int, offset: float = 0.0,
-               duration: float | None = None) -> np.ndarray:
+               duration: float | None = None, allow_upsampling: bool = False) -> np.ndarray:
     """Mono float32 samples of ``path`` at ``sample_rate``, from ``offset`` seconds for ``duration`` seconds.
 
+    Higher sample rates are resampled down with soxr. Lower ones are refused unless ``allow_upsampling``:
+    upsampling cannot restore the missing bandwidth, and a model trained on wideband speech is often
+    much worse on it, which a user should decide knowingly.
+
     Raises:
-        AudioError: the file is missing, empty, unreadable or truncated, or ``offset`` lies past its end.
+        AudioError: the file is missing, empty, unreadable or truncated, its rate is too low, or ``offset``
+            lies past its end.
     """
     path = Path(path)
     if not path.is_file():
         raise AudioError(f"{path}: no such file")
     if path.stat().st_size == 0:
         raise AudioError(f"{path}: the file is empty")
+    _check_wav_not_truncated(path)
     try:
         with soundfile.SoundFile(str(path)) as f:
             native_rate = f.samplerate
@@ -39,9 +45,36 @@ def load_audio(path: str | os.PathLike[str], sample_rate: int, offset: float = 0
         raise
     except (soundfile.LibsndfileError, RuntimeError, ValueError) as error:
         raise AudioError(f"{path}: not readable as audio ({error})") from error
+    if native_rate < sample_rate and not allow_upsampling:
+        raise AudioError(f"{path}: sample rate {native_rate} Hz is below the model's {sample_rate} Hz "
+                         "(allow upsampling to transcribe it anyway)")
+    if audio.shape[0] == 0:
+        raise AudioError(f"{path}: the recording holds no samples" + (" at that offset" if offset else ""))
     audio = audio.mean(axis=1) if audio.shape[1] > 1 else audio[:, 0]
     if native_rate != sample_rate:
         import soxr
 
         audio = soxr.resample(audio, native_rate, sample_rate).astype(np.float32, copy=False)
     return np.ascontiguousarray(audio)
+
+
+def _check_wav_not_truncated(path: Path) -> None:
+    """libsndfile silently reads what is left of a cut-off WAV file; compare with what its header promises."""
+    with open(path, "rb") as f:
+        if f.read(4) != b"RIFF":
+            return
+        f.seek(12)
+        file_size = path.stat().st_size
+        while True:
+            header = f.read(8)
+            if len(header) < 8:
+                return
+            chunk, size = header[:4], int.from_bytes(header[4:], "little")
+            if chunk == b"data":
+                present = file_size - f.tell()
+                # 0 and 0xFFFFFFFF mark a size that streaming writers never filled in.
+                if size not in (0, 0xFFFFFFFF) and size > present:
+                    raise AudioError(f"{path}: the file is truncated (its header promises {size} bytes of audio, "
+                                     f"{present} are present)")
+                return
+            f.seek(size + (size & 1), os.SEEK_CUR)

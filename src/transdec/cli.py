@@ -79,6 +79,7 @@ def _add_transcribe_parser(subparsers: argparse._SubParsersAction) -> None:
                    help="text: one transcript per line; jsonl: text, words with times and confidences; "
                         "manifest: the input entries with pred_text added")
     p.add_argument("--output", default=None, help="write here (atomically) instead of standard output")
+    p.add_argument("--allow-upsampling", action="store_true", help="accept audio below the model's sample rate")
 
 
 def _add_evaluate_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -98,6 +99,7 @@ def _add_evaluate_parser(subparsers: argparse._SubParsersAction) -> None:
                    help="whisper: Whisper's English normaliser (whisper-normalizer); none: whitespace only")
     p.add_argument("--device", default="cpu")
     p.add_argument("--output-dir", default=None, help="write predictions_<strategy>.jsonl and summary.json here")
+    p.add_argument("--allow-upsampling", action="store_true", help="accept audio below the model's sample rate")
 
 
 def _model_config(args: argparse.Namespace) -> ModelConfig:
@@ -150,7 +152,8 @@ def _transcribe(args: argparse.Namespace) -> int:
     except (FileNotFoundError, ValueError) as error:  # a bad model file or option: one line, not a traceback
         print(f"transdec transcribe: error: {error}", file=sys.stderr)
         return 2
-    return transcribe_files(model, args.paths, decoding, args.batch_size, args.format, args.output)
+    return transcribe_files(model, args.paths, decoding, args.batch_size, args.format, args.output,
+                            args.allow_upsampling)
 
 
 def _evaluate(args: argparse.Namespace) -> int:
@@ -166,7 +169,7 @@ def _evaluate(args: argparse.Namespace) -> int:
         print(f"transdec evaluate: error: {error}", file=sys.stderr)
         return 2
     reports, failed = evaluate_manifest(model, args.manifest, strategies, args.batch_size, args.warmup,
-                                        args.normalizer, args.output_dir)
+                                        args.normalizer, args.output_dir, args.allow_upsampling)
     print(f"model {args.model}, normaliser {args.normalizer}, batch size {args.batch_size}, device {args.device}")
     print(format_table(reports))
     if failed:

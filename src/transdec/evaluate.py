@@ -93,7 +93,8 @@ def run_strategy(model: TransducerModel, waveforms: list[np.ndarray], order: lis
 
 def evaluate_manifest(model: TransducerModel, manifest: str | Path, strategies: list[DecodingConfig],
                       batch_size: int = 16, warmup_batches: int = 1, normalizer_name: str = "whisper",
-                      output_dir: str | Path | None = None) -> tuple[list[StrategyReport], int]:
+                      output_dir: str | Path | None = None,
+                      allow_upsampling: bool = False) -> tuple[list[StrategyReport], int]:
     """Evaluate every strategy on the same audio; returns the reports and the number of unusable items."""
     items, errors = read_manifest_items(Path(manifest))
     for error in errors:
@@ -107,7 +108,7 @@ def evaluate_manifest(model: TransducerModel, manifest: str | Path, strategies: 
             failed += 1
             continue
         try:
-            waveforms.append(load_audio(item.path, model.sample_rate, item.offset, item.duration))
+            waveforms.append(load_audio(item.path, model.sample_rate, item.offset, item.duration, allow_upsampling))
         except AudioError as error:
             print(f"error: {error}", file=sys.stderr)
             failed += 1

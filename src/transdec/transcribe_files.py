@@ -31,7 +31,7 @@ def format_result(item: AudioItem, transcript: Transcript, output_format: str, p
 
 
 def transcribe_files(model: TransducerModel, paths: list[str], decoding: DecodingConfig, batch_size: int = 16,
-                     output_format: str = "text", output: str | None = None) -> int:
+                     output_format: str = "text", output: str | None = None, allow_upsampling: bool = False) -> int:
     """Transcribe every item under ``paths``; returns the exit code (0, or 1 if any item failed)."""
     items, failures = collect_inputs(paths)
     for failure in failures:
@@ -45,7 +45,7 @@ def transcribe_files(model: TransducerModel, paths: list[str], decoding: Decodin
             chunk, waveforms = [], []
             for item in items[start : start + READ_AHEAD]:
                 try:
-                    audio = load_audio(item.path, model.sample_rate, item.offset, item.duration)
+                    audio = load_audio(item.path, model.sample_rate, item.offset, item.duration, allow_upsampling)
                 except AudioError as error:
                     print(f"error: {error}", file=sys.stderr)
                     unreadable += 1
