@@ -5,6 +5,7 @@ from transdec.decoding.batched_hyps import BatchedHyps
 from transdec.decoding.greedy_frame_looping import InexactDecodingWarning, greedy_frame_looping
 from transdec.decoding.greedy_label_looping import greedy_label_looping
 from transdec.decoding.greedy_reference import greedy_reference
+from transdec.decoding.greedy_wind import greedy_wind
 from transdec.decoding.results import DecodingResult, DecodingStats, Hypothesis
 
 __all__ = [
@@ -19,4 +20,5 @@ __all__ = [
     "greedy_frame_looping",
     "greedy_label_looping",
     "greedy_reference",
+    "greedy_wind",
 ]

@@ -10,7 +10,8 @@ import torch
 from transdec.decoding.greedy_frame_looping import greedy_frame_looping
 from transdec.decoding.greedy_label_looping import greedy_label_looping
 from transdec.decoding.greedy_reference import greedy_reference
-from transdec.decoding.inputs import check_max_symbols
+from transdec.decoding.greedy_wind import greedy_wind
+from transdec.decoding.inputs import check_max_symbols, check_window_size
 from transdec.decoding.results import DecodingResult
 from transdec.model.protocol import DecodingModel
 from transdec.runtime import decoding_threads
@@ -20,7 +21,10 @@ STRATEGIES: dict[str, Callable[..., DecodingResult]] = {
     "greedy_label": greedy_label_looping,
     "greedy_frame": greedy_frame_looping,
     "greedy_reference": greedy_reference,
+    "greedy_wind": greedy_wind,
 }
+#: Strategies that take a WIND ``window_size``.
+WINDOWED = {"greedy_label", "greedy_wind"}
 
 
 @dataclass(frozen=True)
@@ -28,23 +32,30 @@ class DecodingConfig:
     """How to decode.
 
     Attributes:
-        strategy: ``"greedy_label"`` (label-looping, exact, fastest), ``"greedy_frame"`` (frame-looping
-            baseline; inexact for TDT and multi-blank) or ``"greedy_reference"`` (one utterance at a
-            time; the specification).
+        strategy: ``"greedy_label"`` (label-looping, exact, fastest batched), ``"greedy_frame"``
+            (frame-looping baseline; inexact for TDT and multi-blank), ``"greedy_wind"`` (one utterance
+            at a time with a WIND window: the batch-1 path) or ``"greedy_reference"`` (one utterance at a
+            time, frame by frame; the specification).
         max_symbols_per_frame: tokens allowed at one frame before time is forced forward; None for no
             limit (a model that never emits a blank then never stops).
         cpu_threads: intra-op threads for the decoding loop on CPU; None lets transdec choose
             (see :mod:`transdec.runtime`). Ignored on other devices.
+        window_size: WIND window for ``greedy_label`` and ``greedy_wind``: frames scored per joint call
+            while looking for the next label (1 = frame by frame). Never changes the output.
     """
 
     strategy: str = "greedy_label"
     max_symbols_per_frame: int | None = 10
     cpu_threads: int | None = None
+    window_size: int = 1
 
     def __post_init__(self) -> None:
         if self.strategy not in STRATEGIES:
             raise ValueError(f"unknown decoding strategy {self.strategy!r}; choose from {sorted(STRATEGIES)}")
         check_max_symbols(self.max_symbols_per_frame)
+        check_window_size(self.window_size)
+        if self.window_size != 1 and self.strategy not in WINDOWED:
+            raise ValueError(f"window_size applies to {sorted(WINDOWED)}, not to {self.strategy!r}")
         if self.cpu_threads is not None and self.cpu_threads < 1:
             raise ValueError(f"cpu_threads must be at least 1 or None, got {self.cpu_threads}")
 
@@ -70,4 +81,5 @@ def decode(
     config = config or DecodingConfig()
     decoder = STRATEGIES[config.strategy]
     with decoding_threads(encoder_out.device, config.cpu_threads):
-        return decoder(model, encoder_out, lengths, max_symbols_per_frame=config.max_symbols_per_frame)
+        options = {"window_size": config.window_size} if config.strategy in WINDOWED else {}
+        return decoder(model, encoder_out, lengths, max_symbols_per_frame=config.max_symbols_per_frame, **options)

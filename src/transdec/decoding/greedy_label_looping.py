@@ -5,6 +5,9 @@ The inner loop then moves each utterance's own frame index over blanks until it 
 (or runs off its end), calling only the joint. Utterances therefore never wait for each other's
 frames, and the predictor runs ``longest hypothesis + 1`` times, the fewest possible.
 
+With ``window_size > 1`` the inner loop scores a window of frames per joint call (WIND); see
+:mod:`transdec.decoding.wind_window`.
+
 The result is identical to :func:`~transdec.decoding.greedy_reference.greedy_reference` for RNN-T,
 TDT and multi-blank heads, stateful and stateless predictors: each utterance keeps its own frame index
 and moves it by exactly the advance the reference would (a TDT duration, a big blank's duration, the
@@ -21,8 +24,9 @@ import torch
 
 from transdec.decoding.batched_hyps import BatchedHyps
 from transdec.decoding.emissions import Emissions, GreedyHead
-from transdec.decoding.inputs import check_max_symbols, checked_lengths
+from transdec.decoding.inputs import check_max_symbols, check_window_size, checked_lengths
 from transdec.decoding.results import DecodingResult, DecodingStats
+from transdec.decoding.wind_window import WindowSkipper
 from transdec.model.protocol import DecodingModel, Joint
 
 
@@ -32,10 +36,16 @@ def greedy_label_looping(
     encoder_out: torch.Tensor,
     lengths: torch.Tensor,
     max_symbols_per_frame: int | None = 10,
+    window_size: int = 1,
 ) -> DecodingResult:
-    """Decode ``encoder_out [B, T, D]`` with valid ``lengths [B]``; exact for every head."""
+    """Decode ``encoder_out [B, T, D]`` with valid ``lengths [B]``; exact for every head.
+
+    ``window_size > 1`` scores that many frames per joint call while looking for the next label (WIND, see
+    :mod:`transdec.decoding.wind_window`); the output is identical for every window size.
+    """
     lengths = checked_lengths(encoder_out, lengths)
     check_max_symbols(max_symbols_per_frame)
+    check_window_size(window_size)
     head, predictor, joint = model.head, model.predictor, model.joint
     batch_size, max_time, _ = encoder_out.shape
     device = encoder_out.device
@@ -44,7 +54,10 @@ def greedy_label_looping(
     encoder_proj = joint.project_encoder(encoder_out)  # [B, T, J]
     hyps = BatchedHyps(batch_size, max_time, device, encoder_out.dtype)
     stats = DecodingStats()
-    search = _BlankSkipper(read, joint, encoder_proj, lengths, hyps, stats)
+    if window_size == 1:
+        search: _BlankSkipper | WindowSkipper = _BlankSkipper(read, joint, encoder_proj, lengths, hyps, stats)
+    else:
+        search = WindowSkipper(read, joint, encoder_proj, lengths, hyps, stats, window_size)
 
     time = torch.zeros(batch_size, dtype=torch.long, device=device)  # each utterance's current frame
     tokens_at_frame = torch.zeros_like(time)  # tokens emitted at `time` since it last moved

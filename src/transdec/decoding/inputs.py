@@ -28,3 +28,8 @@ def checked_lengths(encoder_out: torch.Tensor, lengths: torch.Tensor) -> torch.T
 def check_max_symbols(max_symbols_per_frame: int | None) -> None:
     if max_symbols_per_frame is not None and max_symbols_per_frame < 1:
         raise ValueError(f"max_symbols_per_frame must be at least 1 or None, got {max_symbols_per_frame}")
+
+
+def check_window_size(window_size: int) -> None:
+    if isinstance(window_size, bool) or not isinstance(window_size, int) or window_size < 1:
+        raise ValueError(f"window_size must be a positive integer (1 = no window), got {window_size!r}")

@@ -1,0 +1,96 @@
+"""Greedy decoding one utterance at a time with a WIND window (WIND paper, Algorithm 2), for every head.
+
+This is the batch-1 path: plain Python control flow around one joint call per window ``[w, C]`` of
+frames ``t .. t+w-1`` (clipped at the utterance end), with the encoder projected once per utterance and
+the predictor projected once per label. ``window_size=1`` is the classic per-frame loop (Algorithm 1).
+
+Inside a window it follows the frames the reference would visit: a blank at position ``k`` moves to
+``k + advance`` (1, a big blank's duration or a TDT blank's duration), and the first *visited* label is
+the next label (see :mod:`transdec.decoding.wind_window` for why the first non-blank is wrong for
+multi-blank and TDT). A label found at position ``k`` is stamped with frame ``t + k``. The output is
+identical to :func:`~transdec.decoding.greedy_reference.greedy_reference`.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from transdec.decoding.batched_hyps import BatchedHyps
+from transdec.decoding.emissions import GreedyHead
+from transdec.decoding.inputs import check_max_symbols, check_window_size, checked_lengths
+from transdec.decoding.results import DecodingResult, DecodingStats, Hypothesis
+from transdec.model.protocol import DecodingModel
+
+
+@torch.inference_mode()
+def greedy_wind(
+    model: DecodingModel,
+    encoder_out: torch.Tensor,
+    lengths: torch.Tensor,
+    max_symbols_per_frame: int | None = 10,
+    window_size: int = 8,
+) -> DecodingResult:
+    """Decode ``encoder_out [B, T, D]`` with valid ``lengths [B]`` one utterance after another."""
+    lengths = checked_lengths(encoder_out, lengths)
+    check_max_symbols(max_symbols_per_frame)
+    check_window_size(window_size)
+    stats = DecodingStats()
+    read = GreedyHead(model.head, encoder_out.device)
+    hypotheses = [
+        _decode_utterance(model, read, encoder_out[b, :length], max_symbols_per_frame, window_size, stats)
+        for b, length in enumerate(lengths.tolist())
+    ]
+    return DecodingResult(BatchedHyps.from_hypotheses(hypotheses, encoder_out.device, encoder_out.dtype), stats)
+
+
+def _decode_utterance(model: DecodingModel, read: GreedyHead, frames: torch.Tensor,
+                      max_symbols_per_frame: int | None, window: int, stats: DecodingStats) -> Hypothesis:
+    head, predictor, joint = model.head, model.predictor, model.joint
+    num_frames = frames.shape[0]
+    hyp = Hypothesis()
+    if num_frames == 0:
+        return hyp
+    encoder_proj = joint.project_encoder(frames.unsqueeze(0))[0]  # [T, J]
+    label = torch.tensor([head.predictor_blank_id], device=frames.device)
+    state = predictor.initial_state(1)
+    t, tokens_at_frame = 0, 0
+    while t < num_frames:
+        predictor_out, state = predictor.step(label, state)
+        predictor_proj = joint.project_predictor(predictor_out)  # [1, J]
+        stats.predictor_calls += 1
+        # Look for the next label, a window at a time.
+        while True:
+            size = min(window, num_frames - t)
+            emissions = read(joint.combine(encoder_proj[t : t + size], predictor_proj))  # fields [size]
+            stats.joint_calls += 1
+            is_blank = emissions.is_blank.tolist()
+            advance = emissions.advance.tolist()
+            logprobs = emissions.logprobs.tolist()
+            k = 0
+            while k < size and is_blank[k]:
+                hyp.score += logprobs[k]
+                k += advance[k]
+            if k > 0:
+                tokens_at_frame = 0
+            t += k
+            if k < size or t >= num_frames:
+                break
+        if t >= num_frames:
+            break
+        token = int(emissions.labels[k])
+        duration = int(emissions.durations[k]) if emissions.durations is not None else 0
+        hyp.tokens.append(token)
+        hyp.timestamps.append(t)
+        hyp.durations.append(duration)
+        hyp.token_logprobs.append(float(emissions.label_logprobs[k]))
+        hyp.score += logprobs[k]
+        label = emissions.labels[k : k + 1]
+        if advance[k] > 0:
+            t += advance[k]
+            tokens_at_frame = 0
+        else:
+            tokens_at_frame += 1
+            if max_symbols_per_frame is not None and tokens_at_frame >= max_symbols_per_frame:
+                t += 1
+                tokens_at_frame = 0
+    return hyp

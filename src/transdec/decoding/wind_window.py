@@ -1,0 +1,107 @@
+"""WIND (windowed inference for non-blank detection) inside batched label-looping.
+
+Between two labels the predictor output does not change, so the joint can score a whole window of frames
+``t .. t+w-1`` at once, ``[B, w, C]``, instead of one frame per call (WIND paper, Sec. 3.2).
+
+Which window position is the next label? Not simply the first non-blank: that is only right for RNN-T,
+where every blank moves exactly one frame. The reference decoder visits frames by following jumps: from
+``t`` a blank moves ``advance(t)`` frames (1 for a blank, ``d`` for a big blank of duration ``d``, the
+predicted duration for a TDT blank, at least 1), and it stops at the first visited frame whose argmax is
+a label. A window position the jumps skip over is never looked at, even if its argmax is a label. So
+inside a window we follow exactly that chain:
+
+    next(k) = k + advance(k)   if position k is a blank inside the utterance
+    next(k) = k                otherwise (a label, or past the utterance's end: the chain stops)
+
+and positions at or past ``w`` (the chain left the window) also map to themselves. The chain from
+position 0 has at most ``w`` steps, so ``ceil(log2 w)`` rounds of pointer doubling
+(``next <- next[next]``, summing the blank log-probs along the way) give its end ``k*`` and the score of
+the blanks it crossed, for every row at once and without a data-dependent loop. Then:
+
+* ``k* < w`` inside the utterance: a label at frame ``t + k*``: its timestamp is ``t + k*`` (the frame
+  where it was found, not the window start) and ``max_symbols_per_frame`` counts from that frame;
+* ``t + k* >= length``: the utterance is finished;
+* otherwise the chain jumped past the window: the next window starts at ``t + k*``.
+
+RNN-T is the special case where every chain step is +1, i.e. the first non-blank; for multi-blank and TDT
+this rule gives output identical to the reference, which the tests check for windows 1 to 64.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from transdec.decoding.batched_hyps import BatchedHyps
+from transdec.decoding.emissions import Emissions, GreedyHead
+from transdec.decoding.results import DecodingStats
+from transdec.model.protocol import Joint
+
+
+def max_advance(read: GreedyHead) -> int:
+    head = read.head
+    return max([1, *head.durations, *head.big_blank_durations])
+
+
+class WindowSkipper:
+    """Label-looping's inner loop with a window: finds each searching row's next label ``w`` frames at a time."""
+
+    def __init__(self, read: GreedyHead, joint: Joint, encoder_proj: torch.Tensor, lengths: torch.Tensor,
+                 hyps: BatchedHyps, stats: DecodingStats, window: int) -> None:
+        self.read = read
+        self.joint = joint
+        self.encoder_proj = encoder_proj
+        self.lengths = lengths
+        self.hyps = hyps
+        self.stats = stats
+        self.window = window
+        device = encoder_proj.device
+        self.rows = torch.arange(encoder_proj.shape[0], device=device).unsqueeze(1)  # [B, 1]
+        self.offsets = torch.arange(window, device=device)  # [w]
+        # Chain positions: the window, then where a jump from its last position can land.
+        self.positions = torch.arange(window + max_advance(read), device=device)  # [M]
+        self.doublings = math.ceil(math.log2(window)) if window > 1 else 0
+        self.last_frame = max(encoder_proj.shape[1] - 1, 0)
+
+    def next_labels(self, predictor_proj: torch.Tensor, time: torch.Tensor, tokens_at_frame: torch.Tensor,
+                    active: torch.Tensor) -> Emissions:
+        """Same contract as plain label-looping's inner loop: moves ``time`` (in place) over blanks for the
+        ``active`` rows, adds the blanks' log-probs to the scores, and returns the emission at each row's
+        final ``time`` (a label where ``time < length``)."""
+        searching = active
+        batch = time.shape[0]
+        w = self.window
+        while True:
+            frame_index = time.unsqueeze(1) + self.offsets  # [B, w]
+            inside = frame_index < self.lengths.unsqueeze(1)
+            frames = self.encoder_proj[self.rows, frame_index.clamp(max=self.last_frame)]  # [B, w, J]
+            emissions = self.read(self.joint.combine(frames, predictor_proj.unsqueeze(1)))  # fields [B, w]
+            self.stats.joint_calls += 1
+
+            step_blank = inside & emissions.is_blank
+            jump = self.positions.expand(batch, -1).clone()  # [B, M]: positions map to themselves...
+            jump[:, :w] = torch.where(step_blank, self.offsets + emissions.advance, self.offsets)  # ...or jump
+            crossed = torch.zeros(jump.shape, dtype=emissions.logprobs.dtype, device=jump.device)
+            crossed[:, :w] = torch.where(step_blank, emissions.logprobs, 0.0)
+            for _ in range(self.doublings):
+                crossed = crossed + crossed.gather(1, jump)
+                jump = jump.gather(1, jump)
+            end = jump[:, 0]  # [B]: where the chain from the window start stops
+
+            self.hyps.add_scores(searching, crossed[:, 0])
+            time += torch.where(searching, end, 0)
+            tokens_at_frame.masked_fill_(searching & (end > 0), 0)
+            at = end.clamp(max=w - 1).unsqueeze(1)
+            found = Emissions(
+                labels=emissions.labels.gather(1, at).squeeze(1),
+                is_blank=emissions.is_blank.gather(1, at).squeeze(1),
+                durations=None if emissions.durations is None else emissions.durations.gather(1, at).squeeze(1),
+                advance=emissions.advance.gather(1, at).squeeze(1),
+                label_logprobs=emissions.label_logprobs.gather(1, at).squeeze(1),
+                logprobs=emissions.logprobs.gather(1, at).squeeze(1),
+            )
+            # Rows that found a label stay where they are; later passes re-read the same label there.
+            searching = searching & (end >= w) & (time < self.lengths)
+            if not searching.any():
+                return found
