@@ -70,6 +70,7 @@ def _decode_utterance(model: DecodingModel, read: GreedyHead, frames: torch.Tens
             while k < size and is_blank[k]:
                 hyp.score += logprobs[k]
                 k += advance[k]
+            stats.window_jumps[k] += 1
             if k > 0:
                 tokens_at_frame = 0
             t += k

@@ -38,11 +38,15 @@ class DecodingStats:
     ``emissions`` (filled by the per-utterance reference decoder only) counts every greedy decision by
     ``(kind, frames advanced)``: ``("token", d)`` or ``("blank", d)``, e.g. ``("blank", 4)`` for a
     multi-blank big blank of duration 4 or a TDT blank with duration 4.
+
+    ``window_jumps`` (filled by the batch-1 WIND decoder) counts, for each window it scored, how many
+    frames the search moved: 0 when the label sat at the window start (the WIND paper's Figure 1).
     """
 
     predictor_calls: int = 0
     joint_calls: int = 0
     emissions: Counter[tuple[str, int]] = field(default_factory=Counter)
+    window_jumps: Counter[int] = field(default_factory=Counter)
 
 
 @dataclass
