@@ -101,7 +101,7 @@ def split_sentences(text: str) -> list[str]:
             pieces.extend(re.split(r"(?<=[;:])\s+", sentence))
         else:
             pieces.append(sentence)
-    return [p.strip(" \"'()-") for p in pieces if p.strip()]
+    return [p.strip(" \"'()") for p in pieces if p.strip()]
 
 
 def kjv_sentences() -> list[str]:
