@@ -1,6 +1,5 @@
 """The batched greedy head reading and the BatchedHyps container."""
 
-import pytest
 import torch
 
 from transdec.decoding.batched_hyps import BatchedHyps

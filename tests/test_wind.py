@@ -7,7 +7,6 @@ every utterance here), with utterances of length 0 and 1 and NaN padding.
 import functools
 
 import pytest
-import torch
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 

@@ -12,7 +12,6 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import torch
 from torch import Tensor, nn
 
 from transdec.model.conformer import ConformerConfig, ConformerEncoder

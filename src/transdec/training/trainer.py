@@ -27,14 +27,16 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from transdec.decoding import DecodingConfig, decode
+from transdec.audio import load_audio
+from transdec.decoding import DecodingConfig
 from transdec.losses import transducer_loss
+from transdec.metrics import word_error_rate
 from transdec.model.checkpoint import save_model
 from transdec.model.tokenizer import Tokenizer
 from transdec.model.transducer_model import ModelConfig, TransducerModel
 from transdec.training.data import Batch, ManifestEntry, bucketed_batches, collate, read_manifest
 from transdec.training.specaugment import SpecAugmentConfig, spec_augment
-from transdec.metrics import word_error_rate
+from transdec.transcribe import transcribe
 
 TRAIN_STATE_FORMAT = "transdec-train-state"
 
@@ -102,20 +104,13 @@ def training_loss(model: TransducerModel, batch: Batch, config: TrainConfig,
     return loss, parts
 
 
-@torch.no_grad()
 def transcribe_entries(model: TransducerModel, entries: list[ManifestEntry], batch_size: int = 32,
                        decoding: DecodingConfig | None = None) -> list[str]:
-    """Greedy transcripts of manifest entries, in manifest order (batched by similar duration)."""
+    """Greedy transcripts of manifest entries, in manifest order."""
     was_training = model.training
     model.eval()
-    order = sorted(range(len(entries)), key=lambda i: entries[i].duration)
-    texts = [""] * len(entries)
-    for start in range(0, len(order), batch_size):
-        indices = order[start : start + batch_size]
-        batch = collate(entries, indices, [[] for _ in entries], model.sample_rate)
-        encoded, lengths = model.encode(batch.waveforms, batch.waveform_lengths)
-        for i, hyp in zip(indices, decode(model, encoded, lengths, decoding).hypotheses()):
-            texts[i] = model.tokenizer.decode(hyp.tokens)
+    waveforms = [load_audio(e.audio_filepath, model.sample_rate) for e in entries]
+    texts = [t.text for t in transcribe(model, waveforms, decoding, batch_size)]
     model.train(was_training)
     return texts
 
