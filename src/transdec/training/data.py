@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,6 +10,7 @@ import torch
 from torch import Tensor
 
 from transdec.audio import load_audio
+from transdec.sources import read_manifest_items
 
 
 @dataclass
@@ -24,21 +24,19 @@ class ManifestEntry:
 
 
 def read_manifest(path: str | Path) -> list[ManifestEntry]:
-    """Entries of a JSONL manifest; relative audio paths are resolved against the manifest's folder."""
-    path = Path(path)
+    """Entries of a JSONL manifest (relative audio paths resolved against its folder); training needs every
+    line to be valid and to carry ``duration`` and ``text``, so the first bad one raises."""
+    items, errors = read_manifest_items(Path(path))
+    if errors:
+        raise ValueError(f"{errors[0].where}: {errors[0].message}")
     entries = []
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                item = json.loads(line)
-                audio = Path(item.pop("audio_filepath"))
-                entries.append(ManifestEntry(audio if audio.is_absolute() else path.parent / audio,
-                                             float(item.pop("duration")), str(item.pop("text")), item))
-            except (json.JSONDecodeError, KeyError, TypeError, ValueError) as error:
-                raise ValueError(f"{path}:{number}: not a manifest entry with audio_filepath, duration and text "
-                                 f"({error})") from error
+    for item in items:
+        extra = {k: v for k, v in item.entry.items() if k not in ("audio_filepath", "duration", "text")}
+        try:
+            entries.append(ManifestEntry(item.path, float(item.entry["duration"]), str(item.entry["text"]), extra))
+        except (KeyError, TypeError, ValueError) as error:
+            raise ValueError(f"{path}: the entry for {item.entry['audio_filepath']} needs a duration and a text "
+                             f"({error!r})") from error
     return entries
 
 
