@@ -53,20 +53,46 @@ def make_predictor(kind: str):
     return StatelessPredictor(vocab_size=8, hidden_size=12, context_size=3).double()
 
 
-@pytest.mark.parametrize("kind", ["lstm", "stateless"])
-def test_predictor_steps_match_teacher_forcing(kind):
-    """``step`` (decoding) and ``forward`` (training) must be the same function of the label history."""
-    predictor = make_predictor(kind)
-    assert isinstance(predictor, Predictor)
-    labels = torch.randint(0, 7, (4, 6))
-    expected = predictor(labels)  # [B, U + 1, H]
-    state = predictor.initial_state(4)
-    output, state = predictor.step(torch.full((4,), predictor.blank_id), state)
+def stepped_outputs(predictor, labels: torch.Tensor) -> torch.Tensor:
+    """Outputs of ``step`` over the start symbol and then ``labels [B, U]``: ``[B, U + 1, H]``."""
+    state = predictor.initial_state(labels.shape[0])
+    output, state = predictor.step(torch.full((labels.shape[0],), predictor.blank_id), state)
     outputs = [output]
     for u in range(labels.shape[1]):
         output, state = predictor.step(labels[:, u], state)
         outputs.append(output)
-    torch.testing.assert_close(torch.stack(outputs, dim=1), expected, rtol=0, atol=1e-12)
+    return torch.stack(outputs, dim=1)
+
+
+@pytest.mark.parametrize("kind", ["lstm", "stateless"])
+@pytest.mark.parametrize("inference", [False, True])
+def test_predictor_steps_match_teacher_forcing(kind, inference):
+    """``step`` (decoding) and ``forward`` (training) must be the same function of the label history."""
+    predictor = make_predictor(kind)
+    assert isinstance(predictor, Predictor)
+    labels = torch.randint(0, 7, (4, 6))
+    expected = predictor(labels).detach()  # [B, U + 1, H]
+    with torch.inference_mode(inference):
+        torch.testing.assert_close(stepped_outputs(predictor, labels), expected, rtol=0, atol=1e-12)
+
+
+def test_lstm_step_follows_weight_updates_and_casts():
+    """The first layer's cached input-gate table must never outlive the weights it was built from."""
+    predictor = LSTMPredictor(vocab_size=8, hidden_size=12, num_layers=1).double()
+    labels = torch.randint(0, 7, (3, 5))
+    with torch.inference_mode():
+        stepped_outputs(predictor, labels)  # builds the table
+    with torch.no_grad():
+        predictor.embedding.weight.mul_(2.0)
+        predictor.lstm.bias_hh_l0.add_(0.5)
+    with torch.inference_mode():
+        torch.testing.assert_close(stepped_outputs(predictor, labels), predictor(labels), rtol=0, atol=1e-12)
+    predictor.float()
+    with torch.inference_mode():
+        torch.testing.assert_close(stepped_outputs(predictor, labels), predictor(labels), rtol=1e-5, atol=1e-6)
+    predictor.load_state_dict(LSTMPredictor(vocab_size=8, hidden_size=12, num_layers=1).state_dict())
+    with torch.inference_mode():
+        torch.testing.assert_close(stepped_outputs(predictor, labels), predictor(labels), rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("kind", ["lstm", "stateless"])

@@ -62,8 +62,11 @@ def _synchronize(device: torch.device) -> None:
 
 @torch.inference_mode()
 def run_strategy(model: TransducerModel, waveforms: list[np.ndarray], order: list[int], decoding: DecodingConfig,
-                 batch_size: int, warmup_batches: int) -> tuple[list[str], float, float]:
-    """Transcripts (input order) and pooled (encoder seconds, decoder seconds) for one strategy."""
+                 batch_size: int, warmup_batches: int, progress=None) -> tuple[list[str], float, float]:
+    """Transcripts (input order) and pooled (encoder seconds, decoder seconds) for one strategy.
+
+    `progress`, if given, is a tqdm-like bar advanced by the number of utterances in each timed batch.
+    """
     device = next(model.parameters()).device
     batches = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
     texts = [""] * len(waveforms)
@@ -88,6 +91,8 @@ def run_strategy(model: TransducerModel, waveforms: list[np.ndarray], order: lis
             decoder_seconds += end - middle
             for i, hyp in zip(indices, hyps):
                 texts[i] = model.tokenizer.decode(hyp.tokens)
+            if progress is not None:
+                progress.update(len(indices))
     return texts, encoder_seconds, decoder_seconds
 
 
@@ -120,8 +125,12 @@ def evaluate_manifest(model: TransducerModel, manifest: str | Path, strategies: 
     # Sorting by duration keeps padding small, as every serious evaluation does.
     order = sorted(range(len(waveforms)), key=lambda i: len(waveforms[i]))
     reports = []
+    progress = _progress(len(waveforms) * len(strategies))
     for decoding in strategies:
-        texts, encoder_s, decoder_s = run_strategy(model, waveforms, order, decoding, batch_size, warmup_batches)
+        if progress is not None:
+            progress.set_description(f"evaluate {decoding.strategy}")
+        texts, encoder_s, decoder_s = run_strategy(model, waveforms, order, decoding, batch_size, warmup_batches,
+                                                   progress)
         hypotheses = [normalize(t) for t in texts]
         cer = jiwer.cer(references, hypotheses) if references and any(references) else 0.0
         reports.append(StrategyReport(decoding.strategy, len(usable), round(audio_seconds, 3),
@@ -129,12 +138,23 @@ def evaluate_manifest(model: TransducerModel, manifest: str | Path, strategies: 
         if output_dir is not None:
             _write_atomically(Path(output_dir) / f"predictions_{decoding.strategy}.jsonl", "".join(
                 json.dumps({**item.entry, "pred_text": text}) + "\n" for item, text in zip(usable, texts)))
+    if progress is not None:
+        progress.close()
     if output_dir is not None:
         summary = [{**asdict(r), "rtfx": r.rtfx, "decoder_rtfx": r.decoder_rtfx} for r in reports]
         _write_atomically(Path(output_dir) / "summary.json", json.dumps(
             {"manifest": str(manifest), "normalizer": normalizer_name, "batch_size": batch_size,
              "warmup_batches": warmup_batches, "failed_items": failed, "strategies": summary}, indent=2))
     return reports, failed
+
+
+def _progress(total: int):
+    """A progress bar on an interactive terminal; none in logs and pipes, where it would only add noise."""
+    if not sys.stderr.isatty():
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc="evaluate", unit="utt")
 
 
 def _write_atomically(path: Path, text: str) -> None:

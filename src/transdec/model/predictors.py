@@ -63,23 +63,48 @@ class LSTMPredictor(nn.Module):
     def step(self, labels: torch.Tensor, state: LSTMState) -> tuple[torch.Tensor, LSTMState]:
         """One label per hypothesis: ``labels [B]`` -> ``(output [B, H], (h, c))``.
 
-        The cell is written out with two matrix products per layer rather than calling ``nn.LSTM``:
-        on CPU, ``nn.LSTM`` with one time step goes through oneDNN and was measured 10x slower per step
-        at batch 1 (see ``docs/benchmarks.md``), and the explicit form does not depend on global
-        backend flags.
+        The cell is written out with matrix products rather than calling ``nn.LSTM``: on CPU, ``nn.LSTM``
+        with one time step goes through oneDNN and was measured 10x slower per step at batch 1 (see
+        ``docs/benchmarks.md``), and the explicit form does not depend on global backend flags. Decoding
+        at batch 1 is bound by per-operation overhead, so the first layer's input gates come from a
+        table ``embedding @ W_ih + biases`` (one row per label, rebuilt whenever a weight changes) and
+        the gate non-linearities are applied in as few operations as possible.
         """
         h, c = state
-        x = self.embedding(labels)
+        hidden, params = self.hidden_size, self.lstm._parameters
         new_h, new_c = [], []
+        x = None
         for layer in range(self.num_layers):
-            gates = torch.addmm(self._bias(layer), x, getattr(self.lstm, f"weight_ih_l{layer}").t())
-            gates = gates.addmm_(h[layer], getattr(self.lstm, f"weight_hh_l{layer}").t())
-            in_gate, forget_gate, cell_gate, out_gate = gates.chunk(4, dim=1)
-            c_layer = torch.sigmoid(forget_gate) * c[layer] + torch.sigmoid(in_gate) * torch.tanh(cell_gate)
-            x = torch.sigmoid(out_gate) * torch.tanh(c_layer)
+            if layer == 0:
+                input_gates = self._first_layer_input_gates(labels)
+            else:
+                input_gates = torch.addmm(self._bias(layer), x, params[f"weight_ih_l{layer}"].t())
+            gates = torch.addmm(input_gates, h[layer], params[f"weight_hh_l{layer}"].t())
+            sigmoids = gates.sigmoid()  # the cell-gate slice of it is unused
+            in_gate, forget_gate = sigmoids[:, :hidden], sigmoids[:, hidden : 2 * hidden]
+            out_gate = sigmoids[:, 3 * hidden :]
+            c_layer = torch.addcmul(forget_gate * c[layer], in_gate, gates[:, 2 * hidden : 3 * hidden].tanh())
+            x = out_gate * c_layer.tanh()
             new_h.append(x)
             new_c.append(c_layer)
+        if self.num_layers == 1:
+            return x, (x.unsqueeze(0), c_layer.unsqueeze(0))
         return x, (torch.stack(new_h), torch.stack(new_c))
+
+    def _first_layer_input_gates(self, labels: torch.Tensor) -> torch.Tensor:
+        """``W_ih · embedding(label) + b_ih + b_hh`` for each label: ``[B] -> [B, 4H]``."""
+        # Direct dictionary access: nn.Module attribute lookup costs microseconds, and this runs per label.
+        lstm = self.lstm._parameters
+        weights = (self.embedding._parameters["weight"], lstm["weight_ih_l0"], lstm["bias_ih_l0"], lstm["bias_hh_l0"])
+        if torch.is_grad_enabled() and any(w.requires_grad for w in weights):
+            return torch.addmm(self._bias(0), self.embedding(labels), self.lstm.weight_ih_l0.t())
+        # In-place updates (optimizer steps, load_state_dict) bump _version; moves and casts reallocate.
+        key = [(w._version, w.data_ptr()) for w in weights]
+        if self.__dict__.get("_gate_table_key") != key:
+            with torch.no_grad():
+                table = torch.addmm(self._bias(0), self.embedding.weight, self.lstm.weight_ih_l0.t())
+            self.__dict__["_gate_table"], self.__dict__["_gate_table_key"] = table, key
+        return self.__dict__["_gate_table"].index_select(0, labels)
 
     def _bias(self, layer: int) -> torch.Tensor:
         return getattr(self.lstm, f"bias_ih_l{layer}") + getattr(self.lstm, f"bias_hh_l{layer}")

@@ -1,0 +1,49 @@
+"""The bundled models on the bundled example recordings: the right text, and the same text when a long
+recording is encoded in chunks. Skipped for a model that is not in this installation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import transdec
+from transdec.audio import load_audio
+from transdec.long_audio import ChunkingConfig
+from transdec.model.checkpoint import BUNDLED_MODELS, bundled_model_path
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXPECTED = {
+    "piper_are_you_making_this_up.flac": "are you making all this up as you go along",
+    "piper_allens_axiom.flac": "allen's axiom when all else fails read the instructions",
+}
+
+
+@pytest.fixture(scope="module", params=BUNDLED_MODELS)
+def model(request):
+    try:
+        bundled_model_path(request.param)
+    except FileNotFoundError:
+        pytest.skip(f"{request.param} is not in this installation")
+    return transdec.load_model(request.param)
+
+
+def test_examples_are_transcribed_right(model) -> None:
+    results = model.transcribe([EXAMPLES / name for name in EXPECTED])
+    assert [r.text for r in results] == list(EXPECTED.values())
+
+
+def test_long_recording_in_chunks_gives_the_unchunked_text(model) -> None:
+    """About 45 s of speech: short enough to encode whole, long enough for several chunk edges."""
+    pause = np.zeros(model.sample_rate // 2, dtype=np.float32)
+    clips = [load_audio(EXAMPLES / name, model.sample_rate) for name in EXPECTED]
+    pieces = []
+    while sum(len(p) for p in pieces) < 45 * model.sample_rate:
+        for clip in clips:
+            pieces += [clip, pause]
+    recording = np.concatenate(pieces)
+    whole = model.transcribe([recording], chunking=None)[0]
+    for chunking in (ChunkingConfig(), ChunkingConfig(chunk_seconds=10.0, context_seconds=5.0)):
+        chunked = model.transcribe([recording], chunking=chunking)[0]
+        assert chunked.text == whole.text
