@@ -203,3 +203,25 @@ def test_training_state_replays_the_same_batches(tmp_path: Path) -> None:
     assert (a["epoch"], a["batch_in_epoch"]) == (b["epoch"], b["batch_in_epoch"])
     for name, tensor in a["model"].items():
         torch.testing.assert_close(b["model"][name], tensor, rtol=0, atol=1e-6, msg=name)
+
+
+def test_a_tdt_run_starts_from_an_rnnt_model(tmp_path: Path) -> None:
+    manifest = write_corpus(tmp_path / "data", 8)
+    rnnt_head, tdt_head = HEADS[0], next(h for h in HEADS if h.kind == "tdt")
+    rnnt = TransducerModel(tiny_config(rnnt_head), Tokenizer.train(TEXTS * 3, rnnt_head.num_tokens))
+    save_model(rnnt, tmp_path / "rnnt.pt")
+    config = TrainConfig(str(manifest), str(manifest), str(tmp_path / "tdt"), max_steps=1, warmup_steps=1,
+                         batch_seconds=4.0, eval_every=100, save_every=100, threads=1,
+                         init_from=str(tmp_path / "rnnt.pt"))
+    trainer = Trainer(config, tiny_config(tdt_head))
+    assert trainer.model.tokenizer.to_bytes() == rnnt.tokenizer.to_bytes()
+    source, started = rnnt.state_dict(), trainer.model.state_dict()
+    labels = rnnt_head.num_labels
+    for name, tensor in source.items():
+        if name.startswith("joint.output"):
+            torch.testing.assert_close(started[name][:labels], tensor, rtol=0, atol=0)
+            assert started[name].shape[0] == labels + len(tdt_head.durations)
+        else:
+            torch.testing.assert_close(started[name], tensor, rtol=0, atol=0, msg=name)
+    trainer.train()
+    assert trainer.step == 1

@@ -39,6 +39,9 @@ def _add_train_parser(subparsers: argparse._SubParsersAction) -> None:
     model.add_argument("--joint-dim", type=int, default=256)
     model.add_argument("--dropout", type=float, default=0.1)
     train = p.add_argument_group("training")
+    train.add_argument("--init-from", default=None, metavar="MODEL",
+                       help="start a new run from this model file's weights and tokenizer (names and shapes "
+                            "that match are copied; a TDT joint gets an RNN-T joint's label rows)")
     train.add_argument("--max-steps", type=int, default=20000)
     train.add_argument("--peak-lr", type=float, default=2e-3)
     train.add_argument("--warmup-steps", type=int, default=800)
@@ -128,7 +131,7 @@ def _train(args: argparse.Namespace) -> None:
         max_steps=args.max_steps, peak_lr=args.peak_lr,
         warmup_steps=args.warmup_steps, batch_seconds=args.batch_seconds, max_duration=args.max_duration,
         ctc_weight=args.ctc_weight, bf16=args.bf16, eval_every=args.eval_every, save_every=args.save_every,
-        seed=args.seed, threads=args.threads, time_limit_minutes=args.time_limit,
+        seed=args.seed, threads=args.threads, time_limit_minutes=args.time_limit, init_from=args.init_from,
         specaugment=SpecAugmentConfig(freq_masks=0, time_masks=0) if args.no_specaugment else SpecAugmentConfig(),
     )
     Trainer(config, _model_config(args)).train()

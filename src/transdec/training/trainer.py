@@ -4,7 +4,8 @@ resumable checkpoints, periodic greedy WER on a dev set, and checkpoint averagin
 An experiment folder holds everything::
 
     exp_dir/train_config.json   how the run was started
-    exp_dir/tokenizer.model     BPE model trained on the training transcripts (or the one given)
+    exp_dir/tokenizer.model     BPE model trained on the training transcripts (or the one given, or the
+                                tokenizer of the model named by ``init_from``)
     exp_dir/checkpoints/step-000400.pt ...   the last few training states (model, optimiser, data position)
     exp_dir/log.jsonl           loss, learning rate and dev WER over time
 
@@ -31,7 +32,7 @@ from transdec.audio import load_audio
 from transdec.decoding import DecodingConfig
 from transdec.losses import transducer_loss
 from transdec.metrics import word_error_rate
-from transdec.model.checkpoint import save_model
+from transdec.model.checkpoint import load_model, save_model
 from transdec.model.tokenizer import Tokenizer
 from transdec.model.transducer_model import ModelConfig, TransducerModel
 from transdec.training.data import Batch, ManifestEntry, bucketed_batches, collate, read_manifest
@@ -66,6 +67,7 @@ class TrainConfig:
     seed: int = 1
     threads: int | None = None
     time_limit_minutes: float | None = None
+    init_from: str | None = None  # a model file (or bundled name) whose weights start a new run
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
@@ -104,6 +106,31 @@ def training_loss(model: TransducerModel, batch: Batch, config: TrainConfig,
     return loss, parts
 
 
+def transfer_weights(model: torch.nn.Module, source: dict[str, torch.Tensor]) -> list[str]:
+    """Copy ``source`` weights into ``model`` where names match; returns one line per tensor not copied whole.
+
+    A tensor whose shape differs only in its first dimension gets the leading rows both have: this carries
+    an RNN-T joint's label outputs (tokens, then blank) over to a TDT joint, whose extra rows are the
+    duration logits, which keep their fresh initialisation.
+    """
+    notes = []
+    with torch.no_grad():
+        for name, target in model.state_dict().items():
+            weights = source.get(name)
+            if weights is None:
+                notes.append(f"{name}: not in the source, left as initialised")
+            elif weights.shape == target.shape:
+                target.copy_(weights)
+            elif weights.shape[1:] == target.shape[1:]:
+                rows = min(weights.shape[0], target.shape[0])
+                target[:rows].copy_(weights[:rows])
+                notes.append(f"{name}: first {rows} of {target.shape[0]} rows copied")
+            else:
+                notes.append(f"{name}: shape {tuple(weights.shape)} in the source, {tuple(target.shape)} here; "
+                             "left as initialised")
+    return notes
+
+
 def transcribe_entries(model: TransducerModel, entries: list[ManifestEntry], batch_size: int = 32,
                        decoding: DecodingConfig | None = None) -> list[str]:
     """Greedy transcripts of manifest entries, in manifest order."""
@@ -137,6 +164,11 @@ class Trainer:
             tokenizer = Tokenizer.from_bytes(state["tokenizer"])
         elif model_config is None:
             raise ValueError(f"{self.exp_dir} holds no checkpoint to resume; a model config is needed to start")
+        source = None
+        if state is None and config.init_from is not None:
+            source = load_model(config.init_from)
+            tokenizer = source.tokenizer  # the copied embeddings and outputs only mean anything with its tokens
+            tokenizer.save(self.exp_dir / "tokenizer.model")
         if tokenizer is None:
             tokenizer = Tokenizer.train([e.text for e in self.train_entries], model_config.head.num_tokens)
             tokenizer.save(self.exp_dir / "tokenizer.model")
@@ -156,6 +188,9 @@ class Trainer:
             self.batch_in_epoch, self.train_seconds = state["batch_in_epoch"], state["train_seconds"]
             print(f"resumed from {latest} (step {self.step}, {self.train_seconds / 60:.1f} min trained)")
         else:
+            if source is not None:
+                for line in transfer_weights(self.model, source.state_dict()):
+                    print(f"init from {config.init_from}: {line}")
             (self.exp_dir / "train_config.json").write_text(json.dumps(
                 {"train": dataclasses.asdict(config), "model": model_config.to_dict()}, indent=2))
         self._stop_requested = False
