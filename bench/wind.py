@@ -3,10 +3,10 @@ window at small batches (Table 2), plus the jump-size distribution (Figure 1), i
 
     .venv/bin/python bench/wind.py --manifest data/synth/test.jsonl --histogram docs/wind_jumps.png
 
-Decoders: the bundled models (on encoder outputs of ``--utterances`` held-out test utterances, computed
-once, not timed) and the parakeet-sized random decoder of ``bench/greedy.py`` (random encoder frames,
-calibrated to ~0.4 tokens per frame) for each head. Every cell is the median of ``--repeats`` runs,
-all cells interleaved in one process.
+Decoders: the bundled models or any ``--models`` files (on encoder outputs of ``--utterances`` held-out
+test utterances, computed once, not timed) and the parakeet-sized random decoder of ``bench/greedy.py``
+(random encoder frames, calibrated to ~0.4 tokens per frame) for each head. Every cell is the median of
+``--repeats`` runs, all cells interleaved in one process.
 """
 
 from __future__ import annotations
@@ -30,15 +30,15 @@ from transdec.training.data import collate, read_manifest  # noqa: E402
 BUNDLED = ("tiny-en-rnnt", "tiny-en-tdt", "tiny-en-multiblank")
 
 
-def bundled_sources(manifest: str, count: int):
+def model_sources(manifest: str, count: int, names: list[str]):
     """(name, model, per-utterance encoder outputs [(frames [1, T, D], lengths [1])], frame seconds)."""
     entries = read_manifest(manifest)
     entries = entries[:: max(1, len(entries) // count)][:count]
-    for name in BUNDLED:
+    for name in names:
         try:
             model = transdec.load_model(name)
         except FileNotFoundError:
-            print(f"# {name} is not bundled yet; skipped")
+            print(f"# {name} is not available; skipped")
             continue
         outputs = []
         with torch.inference_mode():
@@ -111,6 +111,7 @@ def plot_jumps(histograms: dict[int, collections.Counter], title: str, path: str
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--manifest", default="data/synth/test.jsonl")
+    parser.add_argument("--models", nargs="+", default=list(BUNDLED), help="bundled names or model files")
     parser.add_argument("--utterances", type=int, default=64)
     parser.add_argument("--synthetic-utterances", type=int, default=16)
     parser.add_argument("--windows", default="1,2,4,8,16")
@@ -125,7 +126,7 @@ def main() -> None:
     batch_sizes = [int(b) for b in args.batch_sizes.split(",")]
     print(f"# {greedy_bench.describe_settings(None)}")
 
-    sources = list(bundled_sources(args.manifest, args.utterances)) if os.path.exists(args.manifest) else []
+    sources = list(model_sources(args.manifest, args.utterances, args.models)) if os.path.exists(args.manifest) else []
     if not args.no_synthetic:
         sources += list(synthetic_sources(args.synthetic_utterances, args.seed))
     table1, table2, first_jumps = [], [], None

@@ -49,6 +49,10 @@ def _add_train_parser(subparsers: argparse._SubParsersAction) -> None:
     train.add_argument("--max-duration", type=float, default=16.0, help="skip longer training utterances")
     train.add_argument("--ctc-weight", type=float, default=0.3)
     train.add_argument("--no-specaugment", action="store_true")
+    train.add_argument("--freq-masks", type=int, default=SpecAugmentConfig.freq_masks,
+                       help="SpecAugment frequency bands (default %(default)s, up to 27 bins each)")
+    train.add_argument("--time-masks", type=int, default=SpecAugmentConfig.time_masks,
+                       help="SpecAugment time spans (default %(default)s, up to 5%% of the utterance each)")
     train.add_argument("--bf16", action="store_true", help="bfloat16 autocast for encoder, predictor and joint")
     train.add_argument("--eval-every", type=int, default=500)
     train.add_argument("--save-every", type=int, default=200)
@@ -132,7 +136,8 @@ def _train(args: argparse.Namespace) -> None:
         warmup_steps=args.warmup_steps, batch_seconds=args.batch_seconds, max_duration=args.max_duration,
         ctc_weight=args.ctc_weight, bf16=args.bf16, eval_every=args.eval_every, save_every=args.save_every,
         seed=args.seed, threads=args.threads, time_limit_minutes=args.time_limit, init_from=args.init_from,
-        specaugment=SpecAugmentConfig(freq_masks=0, time_masks=0) if args.no_specaugment else SpecAugmentConfig(),
+        specaugment=SpecAugmentConfig(freq_masks=0, time_masks=0) if args.no_specaugment
+        else SpecAugmentConfig(freq_masks=args.freq_masks, time_masks=args.time_masks),
     )
     Trainer(config, _model_config(args)).train()
 

@@ -189,8 +189,10 @@ class Trainer:
             print(f"resumed from {latest} (step {self.step}, {self.train_seconds / 60:.1f} min trained)")
         else:
             if source is not None:
-                for line in transfer_weights(self.model, source.state_dict()):
-                    print(f"init from {config.init_from}: {line}")
+                notes = transfer_weights(self.model, source.state_dict())
+                print(f"initialised from {config.init_from} ({len(notes)} tensor(s) not copied whole)")
+                for line in notes:
+                    print(f"  {line}")
             (self.exp_dir / "train_config.json").write_text(json.dumps(
                 {"train": dataclasses.asdict(config), "model": model_config.to_dict()}, indent=2))
         self._stop_requested = False
