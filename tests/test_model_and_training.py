@@ -225,3 +225,22 @@ def test_a_tdt_run_starts_from_an_rnnt_model(tmp_path: Path) -> None:
             torch.testing.assert_close(started[name], tensor, rtol=0, atol=0, msg=name)
     trainer.train()
     assert trainer.step == 1
+
+
+def test_a_run_with_another_vocabulary_takes_only_the_encoder(tmp_path: Path) -> None:
+    manifest = write_corpus(tmp_path / "data", 8)
+    small, large = HeadSpec("rnnt", 24), HeadSpec("rnnt", 32)
+    source = TransducerModel(tiny_config(small), Tokenizer.train(TEXTS * 3, small.num_tokens))
+    save_model(source, tmp_path / "small.pt")
+    config = TrainConfig(str(manifest), str(manifest), str(tmp_path / "large"), max_steps=1, warmup_steps=1,
+                         batch_seconds=4.0, eval_every=100, save_every=100, threads=1,
+                         init_from=str(tmp_path / "small.pt"))
+    with pytest.raises(ValueError, match="same tokenizer"):
+        Trainer(config, tiny_config(large))
+    config.exp_dir, config.init_encoder_only = str(tmp_path / "large2"), True
+    trainer = Trainer(config, tiny_config(large))
+    assert trainer.model.tokenizer.vocab_size == large.num_tokens
+    started = trainer.model.state_dict()
+    for name, tensor in source.state_dict().items():
+        if name.startswith("encoder."):
+            torch.testing.assert_close(started[name], tensor, rtol=0, atol=0, msg=name)

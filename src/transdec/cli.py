@@ -42,6 +42,8 @@ def _add_train_parser(subparsers: argparse._SubParsersAction) -> None:
     train.add_argument("--init-from", default=None, metavar="MODEL",
                        help="start a new run from this model file's weights and tokenizer (names and shapes "
                             "that match are copied; a TDT joint gets an RNN-T joint's label rows)")
+    train.add_argument("--init-encoder-only", action="store_true",
+                       help="with --init-from: copy only the encoder; the tokenizer is trained anew (--vocab-size)")
     train.add_argument("--max-steps", type=int, default=20000)
     train.add_argument("--peak-lr", type=float, default=2e-3)
     train.add_argument("--warmup-steps", type=int, default=800)
@@ -136,6 +138,7 @@ def _train(args: argparse.Namespace) -> None:
         warmup_steps=args.warmup_steps, batch_seconds=args.batch_seconds, max_duration=args.max_duration,
         ctc_weight=args.ctc_weight, bf16=args.bf16, eval_every=args.eval_every, save_every=args.save_every,
         seed=args.seed, threads=args.threads, time_limit_minutes=args.time_limit, init_from=args.init_from,
+        init_encoder_only=args.init_encoder_only,
         specaugment=SpecAugmentConfig(freq_masks=0, time_masks=0) if args.no_specaugment
         else SpecAugmentConfig(freq_masks=args.freq_masks, time_masks=args.time_masks),
     )

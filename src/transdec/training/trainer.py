@@ -5,7 +5,8 @@ An experiment folder holds everything::
 
     exp_dir/train_config.json   how the run was started
     exp_dir/tokenizer.model     BPE model trained on the training transcripts (or the one given, or the
-                                tokenizer of the model named by ``init_from``)
+                                tokenizer of the model named by ``init_from``, unless only its
+                                encoder is taken)
     exp_dir/checkpoints/step-000400.pt ...   the last few training states (model, optimiser, data position)
     exp_dir/log.jsonl           loss, learning rate and dev WER over time
 
@@ -68,6 +69,7 @@ class TrainConfig:
     threads: int | None = None
     time_limit_minutes: float | None = None
     init_from: str | None = None  # a model file (or bundled name) whose weights start a new run
+    init_encoder_only: bool = False  # take only init_from's encoder (its tokenizer and outputs are not kept)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
@@ -167,8 +169,14 @@ class Trainer:
         source = None
         if state is None and config.init_from is not None:
             source = load_model(config.init_from)
-            tokenizer = source.tokenizer  # the copied embeddings and outputs only mean anything with its tokens
-            tokenizer.save(self.exp_dir / "tokenizer.model")
+            if not config.init_encoder_only:
+                if source.head.num_tokens != model_config.head.num_tokens:
+                    raise ValueError(
+                        f"{config.init_from} has {source.head.num_tokens} tokens, this run "
+                        f"{model_config.head.num_tokens}; copying embeddings and outputs needs the same tokenizer "
+                        "(take only the encoder instead)")
+                tokenizer = source.tokenizer  # the copied embeddings and outputs only mean anything with its tokens
+                tokenizer.save(self.exp_dir / "tokenizer.model")
         if tokenizer is None:
             tokenizer = Tokenizer.train([e.text for e in self.train_entries], model_config.head.num_tokens)
             tokenizer.save(self.exp_dir / "tokenizer.model")
@@ -189,7 +197,10 @@ class Trainer:
             print(f"resumed from {latest} (step {self.step}, {self.train_seconds / 60:.1f} min trained)")
         else:
             if source is not None:
-                notes = transfer_weights(self.model, source.state_dict())
+                weights = source.state_dict()
+                if config.init_encoder_only:
+                    weights = {name: w for name, w in weights.items() if name.startswith("encoder.")}
+                notes = transfer_weights(self.model, weights)
                 print(f"initialised from {config.init_from} ({len(notes)} tensor(s) not copied whole)")
                 for line in notes:
                     print(f"  {line}")
