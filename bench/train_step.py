@@ -22,9 +22,10 @@ from transdec.training.data import bucketed_batches, collate, read_manifest
 from transdec.training.specaugment import SpecAugmentConfig, spec_augment
 
 HEADS = {
-    "rnnt": (HeadSpec("rnnt", 128), PredictorConfig("lstm"), 0.0),
-    "tdt": (HeadSpec("tdt", 128, durations=(0, 1, 2, 3, 4)), PredictorConfig("lstm"), 0.05),
-    "multiblank": (HeadSpec("multiblank", 128, big_blank_durations=(2, 4, 8)), PredictorConfig("stateless"), 0.05),
+    "rnnt": (lambda v: HeadSpec("rnnt", v), PredictorConfig("lstm"), 0.0),
+    "tdt": (lambda v: HeadSpec("tdt", v, durations=(0, 1, 2, 3, 4)), PredictorConfig("lstm"), 0.05),
+    "multiblank": (lambda v: HeadSpec("multiblank", v, big_blank_durations=(2, 4, 8)), PredictorConfig("stateless"),
+                   0.05),
 }
 
 
@@ -36,13 +37,15 @@ def main() -> None:
     parser.add_argument("--batch-seconds", type=float, default=150.0)
     parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--bf16", action="store_true")
+    parser.add_argument("--vocab-size", type=int, default=128)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.set_flush_denormal(True)
 
     entries = read_manifest(args.manifest)[:4000]
-    tokenizer = Tokenizer.train([e.text for e in entries], 128)
-    head, predictor, sigma = HEADS[args.head]
+    tokenizer = Tokenizer.train([e.text for e in entries], args.vocab_size)
+    make_head, predictor, sigma = HEADS[args.head]
+    head = make_head(args.vocab_size)
     torch.manual_seed(0)
     model = TransducerModel(ModelConfig(head=head, predictor=predictor, sigma=sigma), tokenizer).train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
