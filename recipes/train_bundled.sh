@@ -43,7 +43,8 @@ $TRANSDEC average --exp-dir exp/tiny-en-rnnt-v1024 --last 5 --output exp/tiny-en
 #    TDT: the RNN-T model's weights and tokenizer, a TDT joint (its duration outputs start fresh), fine-tuned.
 $TRANSDEC train "${COMMON[@]}" --batch-seconds 60 --time-masks 2 --peak-lr 1e-3 --warmup-steps 300 \
     --max-steps 4000 --save-every 500 --eval-every 1000 --exp-dir exp/tiny-en-tdt \
-    --init-from exp/tiny-en-rnnt-final.pt --head tdt --durations 0 1 2 3 4 --sigma 0.05 --predictor lstm --vocab-size 1024
+    --init-from exp/tiny-en-rnnt-final.pt --head tdt --durations 0 1 2 3 4 --sigma 0.05 --predictor lstm \
+    --vocab-size 1024
 
 # 3. Average the last five checkpoints into the bundled float16 model files.
 for name in tiny-en-rnnt-v1024 tiny-en-tdt tiny-en-multiblank-v1024; do

@@ -95,6 +95,14 @@ def test_lstm_step_follows_weight_updates_and_casts():
         torch.testing.assert_close(stepped_outputs(predictor, labels), predictor(labels), rtol=1e-5, atol=1e-6)
 
 
+def test_lstm_made_under_inference_mode_steps() -> None:
+    with torch.inference_mode():
+        torch.manual_seed(0)
+        predictor = LSTMPredictor(vocab_size=8, hidden_size=12, num_layers=2)
+        labels = torch.randint(0, 7, (3, 4))
+        torch.testing.assert_close(stepped_outputs(predictor, labels), predictor(labels), rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("kind", ["lstm", "stateless"])
 def test_predictor_select_and_gather_states(kind):
     predictor = make_predictor(kind)

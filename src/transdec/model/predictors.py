@@ -96,7 +96,9 @@ class LSTMPredictor(nn.Module):
         # Direct dictionary access: nn.Module attribute lookup costs microseconds, and this runs per label.
         lstm = self.lstm._parameters
         weights = (self.embedding._parameters["weight"], lstm["weight_ih_l0"], lstm["bias_ih_l0"], lstm["bias_hh_l0"])
-        if torch.is_grad_enabled() and any(w.requires_grad for w in weights):
+        # Computed directly when gradients must flow, and for weights made under inference mode, which have
+        # no version counter to tell when the table is stale.
+        if (torch.is_grad_enabled() and any(w.requires_grad for w in weights)) or weights[0].is_inference():
             return torch.addmm(self._bias(0), self.embedding(labels), self.lstm.weight_ih_l0.t())
         # In-place updates (optimizer steps, load_state_dict) bump _version; moves and casts reallocate.
         key = [(w._version, w.data_ptr()) for w in weights]
