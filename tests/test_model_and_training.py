@@ -139,6 +139,12 @@ def test_learning_rate_schedule() -> None:
     assert learning_rate(99, config) == pytest.approx(1e-3)
     assert learning_rate(1000, config) == pytest.approx(1e-4)
     assert learning_rate(550, config) == pytest.approx(0.55e-3)
+    # With a time budget the decay follows elapsed training time: half the budget is half the cosine.
+    budget = TrainConfig("", "", "", max_steps=10**6, warmup_steps=100, peak_lr=1e-3, final_lr_ratio=0.1,
+                         budget_minutes=10)
+    assert learning_rate(50, budget, 0.0) == pytest.approx(0.51e-3)
+    assert learning_rate(5000, budget, 300.0) == pytest.approx(0.55e-3)
+    assert learning_rate(5000, budget, 900.0) == pytest.approx(1e-4)
 
 
 def write_corpus(folder: Path, count: int) -> Path:
@@ -187,6 +193,15 @@ def test_training_runs_resumes_and_averages(tmp_path: Path, head: HeadSpec) -> N
     loaded = transdec.load_model(tmp_path / "avg.pt")
     assert loaded.metadata["averaged_steps"] == [3, 4, 5]
     assert loaded.config == model.config
+
+
+def test_a_run_with_a_time_budget_stops_when_it_is_spent(tmp_path: Path) -> None:
+    manifest = write_corpus(tmp_path / "data", 6)
+    config = TrainConfig(str(manifest), str(manifest), str(tmp_path / "exp"), max_steps=50, warmup_steps=1,
+                         batch_seconds=3.0, eval_every=100, save_every=100, threads=1, budget_minutes=1e-6)
+    trainer = Trainer(config, tiny_config(HEADS[0]))
+    trainer.train()
+    assert trainer.step == 1 and trainer.train_seconds >= 60 * config.budget_minutes
 
 
 def test_training_state_replays_the_same_batches(tmp_path: Path) -> None:

@@ -55,13 +55,18 @@ def _add_train_parser(subparsers: argparse._SubParsersAction) -> None:
                        help="SpecAugment frequency bands (default %(default)s, up to 27 bins each)")
     train.add_argument("--time-masks", type=int, default=SpecAugmentConfig.time_masks,
                        help="SpecAugment time spans (default %(default)s, up to 5%% of the utterance each)")
-    train.add_argument("--bf16", action="store_true", help="bfloat16 autocast for encoder, predictor and joint")
+    train.add_argument("--bf16", action="store_true", help="bfloat16 autocast for the encoder")
     train.add_argument("--eval-every", type=int, default=500)
     train.add_argument("--save-every", type=int, default=200)
     train.add_argument("--seed", type=int, default=1)
     train.add_argument("--threads", type=int, default=None)
     train.add_argument("--time-limit", type=float, default=None, metavar="MINUTES",
                        help="save and stop after this many minutes (resume later)")
+    train.add_argument("--budget", type=float, default=None, metavar="MINUTES",
+                       help="train for this much time in all: the learning-rate decay follows elapsed training "
+                            "time instead of --max-steps (which still caps the run)")
+    train.add_argument("--device", default="cpu", help="cpu or cuda")
+    train.add_argument("--loader-threads", type=int, default=2, help="threads reading the next batches")
 
 
 def _add_average_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -138,6 +143,7 @@ def _train(args: argparse.Namespace) -> None:
         warmup_steps=args.warmup_steps, batch_seconds=args.batch_seconds, max_duration=args.max_duration,
         ctc_weight=args.ctc_weight, bf16=args.bf16, eval_every=args.eval_every, save_every=args.save_every,
         seed=args.seed, threads=args.threads, time_limit_minutes=args.time_limit, init_from=args.init_from,
+        device=args.device, budget_minutes=args.budget, loader_threads=args.loader_threads,
         init_encoder_only=args.init_encoder_only,
         specaugment=SpecAugmentConfig(freq_masks=0, time_masks=0) if args.no_specaugment
         else SpecAugmentConfig(freq_masks=args.freq_masks, time_masks=args.time_masks),

@@ -58,6 +58,10 @@ class Batch:
     target_lengths: Tensor
     indices: list[int]
 
+    def to(self, device: torch.device) -> Batch:
+        return Batch(self.waveforms.to(device), self.waveform_lengths.to(device), self.targets.to(device),
+                     self.target_lengths.to(device), self.indices)
+
 
 def collate(entries: list[ManifestEntry], indices: list[int], token_ids: list[list[int]], sample_rate: int) -> Batch:
     audios = [load_audio(entries[i].audio_filepath, sample_rate) for i in indices]

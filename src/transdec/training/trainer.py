@@ -12,6 +12,11 @@ An experiment folder holds everything::
 
 Running the same command again resumes from the newest checkpoint: the same batches in the same order,
 the same learning rate, the elapsed training time carried on.
+
+On a GPU (``device="cuda"``), batches are read by background threads while the previous one trains, and a
+run can be given a fixed time instead of a fixed number of steps (``budget_minutes``): the learning-rate
+decay then follows elapsed training time, which is what a fixed share of a borrowed machine calls for.
+Such a run resumes correctly but does not replay bit for bit, since its schedule depends on timing.
 """
 
 from __future__ import annotations
@@ -22,9 +27,11 @@ import math
 import os
 import signal
 import time
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import torch
 import torch.nn.functional as F
@@ -68,6 +75,9 @@ class TrainConfig:
     seed: int = 1
     threads: int | None = None
     time_limit_minutes: float | None = None
+    device: str = "cpu"
+    budget_minutes: float | None = None  # total training time; the decay follows it instead of max_steps
+    loader_threads: int = 2  # background threads reading the next batches
     init_from: str | None = None  # a model file (or bundled name) whose weights start a new run
     init_encoder_only: bool = False  # take only init_from's encoder (its tokenizer and outputs are not kept)
 
@@ -77,33 +87,40 @@ class TrainConfig:
         return cls(specaugment=SpecAugmentConfig(**data.pop("specaugment")), **data)
 
 
-def learning_rate(step: int, config: TrainConfig) -> float:
-    """Linear warm-up to ``peak_lr``, then cosine decay to ``final_lr_ratio * peak_lr`` at ``max_steps``."""
+def learning_rate(step: int, config: TrainConfig, train_seconds: float = 0.0) -> float:
+    """Linear warm-up to ``peak_lr``, then cosine decay to ``final_lr_ratio * peak_lr`` at ``max_steps`` (or,
+    with ``budget_minutes``, when that much training time has passed)."""
     if step < config.warmup_steps:
         return config.peak_lr * (step + 1) / config.warmup_steps
-    progress = min(1.0, (step - config.warmup_steps) / max(1, config.max_steps - config.warmup_steps))
+    if config.budget_minutes is not None:
+        progress = min(1.0, train_seconds / (60 * config.budget_minutes))
+    else:
+        progress = min(1.0, (step - config.warmup_steps) / max(1, config.max_steps - config.warmup_steps))
     floor = config.final_lr_ratio
     return config.peak_lr * (floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * progress)))
 
 
 def training_loss(model: TransducerModel, batch: Batch, config: TrainConfig,
-                  generator: torch.Generator) -> tuple[torch.Tensor, dict[str, float]]:
-    """Transducer loss (plus weighted auxiliary CTC) of one batch, mean over utterances."""
+                  generator: torch.Generator) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """Transducer loss (plus weighted auxiliary CTC) of one batch, mean over utterances; the batch is on the
+    model's device. The parts are detached scalars, read only when logged (reading one waits for the GPU)."""
     with torch.no_grad():
         features, frame_counts = model.features(batch.waveforms, batch.waveform_lengths)
         features = spec_augment(features, frame_counts, config.specaugment, generator)
-    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=config.bf16):
+    with torch.autocast(batch.waveforms.device.type, dtype=torch.bfloat16, enabled=config.bf16):
         encoded, lengths = model.encode_features(features, frame_counts)
-        predicted = model.predictor(batch.targets)
-        logits = model.joint(encoded, predicted)  # [B, T, U + 1, C]
-    loss = transducer_loss(model.head, logits.float(), batch.targets, lengths, batch.target_lengths,
+    # Predictor and joint stay in float32: they are cheap, oneDNN has no bfloat16 LSTM, and bfloat16 logits
+    # of magnitude ~20 would carry errors of ~0.1 into the loss.
+    predicted = model.predictor(batch.targets)
+    logits = model.joint(encoded.float(), predicted)  # [B, T, U + 1, C]
+    loss = transducer_loss(model.head, logits, batch.targets, lengths, batch.target_lengths,
                            sigma=model.config.sigma)
-    parts = {"transducer": loss.item()}
+    parts = {"transducer": loss.detach()}
     if config.ctc_weight and model.ctc is not None:
         log_probs = model.ctc(encoded.float()).log_softmax(-1).transpose(0, 1)  # [T, B, V + 1]
         ctc = F.ctc_loss(log_probs, batch.targets, lengths, batch.target_lengths, blank=model.head.num_tokens,
                          reduction="sum", zero_infinity=True) / len(batch.indices)
-        parts["ctc"] = ctc.item()
+        parts["ctc"] = ctc.detach()
         loss = loss + config.ctc_weight * ctc
     return loss, parts
 
@@ -182,7 +199,8 @@ class Trainer:
             tokenizer.save(self.exp_dir / "tokenizer.model")
 
         torch.manual_seed(config.seed)
-        self.model = TransducerModel(model_config, tokenizer)
+        self.device = torch.device(config.device)
+        self.model = TransducerModel(model_config, tokenizer).to(self.device)
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=config.peak_lr, betas=(0.9, 0.98),
                                            weight_decay=config.weight_decay)
         self.generator = torch.Generator().manual_seed(config.seed)
@@ -190,7 +208,7 @@ class Trainer:
         self.step, self.epoch, self.batch_in_epoch, self.train_seconds = 0, 0, 0, 0.0
         if state is not None:
             self.model.load_state_dict(state["model"])
-            self.optimizer.load_state_dict(state["optimizer"])
+            self.optimizer.load_state_dict(state["optimizer"])  # moves its moments to the parameters' device
             self.generator.set_state(state["generator"])
             self.step, self.epoch = state["step"], state["epoch"]
             self.batch_in_epoch, self.train_seconds = state["batch_in_epoch"], state["train_seconds"]
@@ -245,6 +263,20 @@ class Trainer:
         hyps = transcribe_entries(self.model, self.dev_entries)
         return word_error_rate([e.text for e in self.dev_entries], hyps)
 
+    def batch_positions(self) -> Iterator[tuple[int, int, list[int]]]:
+        """``(epoch, batch_in_epoch, utterance indices)`` of every batch from the current position on."""
+        durations = [e.duration for e in self.train_entries]
+        epoch, position = self.epoch, self.batch_in_epoch
+        while True:
+            batches = bucketed_batches(durations, self.config.batch_seconds, self.config.seed, epoch)
+            for index in range(position, len(batches)):
+                yield epoch, index, batches[index]
+            epoch, position = epoch + 1, 0
+
+    def out_of_time(self) -> bool:
+        budget = self.config.budget_minutes
+        return budget is not None and self.train_seconds >= 60 * budget
+
     def train(self) -> None:
         from tqdm import tqdm
 
@@ -252,37 +284,43 @@ class Trainer:
         torch.set_num_threads(config.threads or os.cpu_count() or 1)
         # Subnormal numbers appear in the optimiser's second moments and made CPU steps markedly slower.
         torch.set_flush_denormal(True)
+        if self.device.type == "cuda":
+            torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
         previous_handler = signal.signal(signal.SIGTERM, self._request_stop)
         session_start = time.monotonic()
         self.model.train()
-        durations = [e.duration for e in self.train_entries]
         progress = tqdm(total=config.max_steps, initial=self.step, desc="train", mininterval=10)
-        running: dict[str, float] = {}
-        batches: list[list[int]] = []
-        batches_epoch = -1
+        running: dict[str, torch.Tensor] = {}
+        positions = self.batch_positions()
+        loader = ThreadPoolExecutor(max(1, config.loader_threads))
+        pending: deque[tuple[int, int, Future[Batch]]] = deque()
         try:
-            while self.step < config.max_steps and not self._stop_requested:
-                if self.epoch != batches_epoch:
-                    batches, batches_epoch = bucketed_batches(durations, config.batch_seconds, config.seed,
-                                                              self.epoch), self.epoch
-                if self.batch_in_epoch >= len(batches):
-                    self.epoch, self.batch_in_epoch = self.epoch + 1, 0
-                    continue
+            while self.step < config.max_steps and not self.out_of_time() and not self._stop_requested:
+                while len(pending) < max(1, config.loader_threads):
+                    epoch, index, indices = next(positions)
+                    pending.append((epoch, index, loader.submit(
+                        collate, self.train_entries, indices, self.token_ids, self.model.sample_rate)))
+                epoch, index, batch = pending.popleft()
                 step_start = time.monotonic()
-                self._train_step(batches[self.batch_in_epoch], running)
-                self.batch_in_epoch += 1
+                self._train_step(batch.result(), running)
+                self.epoch, self.batch_in_epoch = epoch, index + 1
                 self.step += 1
                 self.train_seconds += time.monotonic() - step_start
                 progress.update(1)
                 if self.step % config.log_every == 0:
-                    averages = {k: round(v / config.log_every, 4) for k, v in running.items()}
-                    self.log({"lr": learning_rate(self.step, config), **averages})
+                    averages = {k: round(v.item() / config.log_every, 4) for k, v in running.items()}
+                    self.log({"lr": learning_rate(self.step, config, self.train_seconds), **averages})
                     progress.set_postfix(loss=averages.get("loss"))
                     running.clear()
                 if self.step % config.eval_every == 0:
-                    wer = self.evaluate()
-                    self.log({"dev_wer": round(wer, 4)})
-                    progress.write(f"step {self.step}: dev WER {100 * wer:.2f}%")
+                    try:
+                        wer = self.evaluate()
+                    except Exception as error:  # a diagnostic must not end a long run; say so and go on
+                        self.log({"dev_wer_error": repr(error)})
+                        progress.write(f"step {self.step}: dev evaluation failed: {error!r}")
+                    else:
+                        self.log({"dev_wer": round(wer, 4)})
+                        progress.write(f"step {self.step}: dev WER {100 * wer:.2f}%")
                 if self.step % config.save_every == 0:
                     self.save_checkpoint()
                 if config.time_limit_minutes is not None and (
@@ -291,23 +329,24 @@ class Trainer:
         except KeyboardInterrupt:
             progress.write("interrupted")
         finally:
+            loader.shutdown(wait=True, cancel_futures=True)
             progress.close()
             signal.signal(signal.SIGTERM, previous_handler)
             if self.step > 0:
                 print(f"saved {self.save_checkpoint()} (step {self.step}, {self.train_seconds / 60:.1f} min trained)")
 
-    def _train_step(self, indices: list[int], running: dict[str, float]) -> None:
-        batch = collate(self.train_entries, indices, self.token_ids, self.model.sample_rate)
+    def _train_step(self, batch: Batch, running: dict[str, torch.Tensor]) -> None:
+        batch = batch.to(self.device)
         for group in self.optimizer.param_groups:
-            group["lr"] = learning_rate(self.step, self.config)
+            group["lr"] = learning_rate(self.step, self.config, self.train_seconds)
         loss, parts = training_loss(self.model, batch, self.config, self.generator)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.grad_clip)
         if torch.isfinite(grad_norm):  # a rare non-finite batch is skipped rather than poisoning the weights
             self.optimizer.step()
-        for key, value in {"loss": loss.item(), **parts, "grad_norm": grad_norm.item()}.items():
-            running[key] = running.get(key, 0.0) + value
+        for key, value in {"loss": loss.detach(), **parts, "grad_norm": grad_norm.detach()}.items():
+            running[key] = running[key] + value if key in running else value
 
     def _request_stop(self, signum: int, frame: Any) -> None:
         self._stop_requested = True
