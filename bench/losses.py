@@ -1,8 +1,10 @@
-"""Forward + backward time of the transdec losses at a training-like size, on CPU.
+"""Forward + backward time of the transdec losses at a training-like size (CPU, or ``--device cuda``).
 
 For RNN-T it also times the same lattice recursion fed by plain autograd normalisation
 (``log_softmax`` + ``gather``), to show what the fused normalisation of
-:mod:`transdec.losses.lattice` buys. Both run in one process, interleaved; medians are reported.
+:mod:`transdec.losses.lattice` buys, and, for RNN-T and TDT, the lattice recursion alone on given
+weights, with its own backward (beta) recursion against autograd through the frame loop. All run in one
+process, interleaved; medians are reported.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import time
 import torch
 
 from transdec.losses import multiblank_rnnt_loss, rnnt_loss, tdt_loss
-from transdec.losses.lattice import lattice_log_likelihood
+from transdec.losses.lattice import IMPOSSIBLE, _alphas, lattice_log_likelihood, log_sum_exp
 
 
 def rnnt_plain_autograd(logits, targets, logit_lengths, target_lengths):
@@ -25,6 +27,33 @@ def rnnt_plain_autograd(logits, targets, logit_lengths, target_lengths):
     return -lattice_log_likelihood({0: tokens}, {1: blank}, logit_lengths, target_lengths).mean()
 
 
+def lattice_autograd_loop(label_weights, blank_weights, logit_lengths, target_lengths):
+    """The forward recursion with autograd recording every operation of the frame loop (the baseline)."""
+    alpha = _alphas(label_weights, blank_weights)
+    rows = torch.arange(alpha.shape[0], device=alpha.device)
+    endings = []
+    for duration, weight in blank_weights.items():
+        frame = (logit_lengths - duration).clamp(min=0)
+        ending = alpha[rows, frame, target_lengths] + weight[rows, frame, target_lengths]
+        endings.append(torch.where(logit_lengths - duration >= 0, ending, IMPOSSIBLE))
+    return log_sum_exp(endings)
+
+
+def lattice_cases(B, T, U, device):
+    """(name, loss of weights, weights) for the lattice alone: RNN-T and TDT transition sets."""
+    def weights(label_durations, blank_durations):
+        return ({d: torch.randn(B, T, U, device=device).log_softmax(-1).requires_grad_() for d in label_durations},
+                {d: torch.randn(B, T, U + 1, device=device).log_softmax(-1).requires_grad_() for d in blank_durations})
+    lengths = (torch.full((B,), T, device=device), torch.full((B,), U, device=device))
+    for kind, (labels, blanks) in {"rnnt": ((0,), (1,)), "tdt": ((0, 1, 2, 3, 4), (1, 2, 3, 4))}.items():
+        label_w, blank_w = weights(labels, blanks)
+        leaves = [*label_w.values(), *blank_w.values()]
+        yield (f"lattice only ({kind}), own backward",
+               lambda lw=label_w, bw=blank_w: -lattice_log_likelihood(lw, bw, *lengths).mean(), leaves)
+        yield (f"lattice only ({kind}), autograd through the loop",
+               lambda lw=label_w, bw=blank_w: -lattice_autograd_loop(lw, bw, *lengths).mean(), leaves)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--batch", type=int, default=16)
@@ -33,12 +62,14 @@ def main() -> None:
     parser.add_argument("--vocab", type=int, default=256)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--device", default="cpu")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     B, T, U, V = args.batch, args.frames, args.tokens, args.vocab
-    targets = torch.randint(0, V, (B, U))
-    logit_lengths, target_lengths = torch.full((B,), T), torch.full((B,), U)
+    device = torch.device(args.device)
+    targets = torch.randint(0, V, (B, U), device=device)
+    logit_lengths, target_lengths = torch.full((B,), T, device=device), torch.full((B,), U, device=device)
     cases = {
         "rnnt": (lambda x: rnnt_loss(x, targets, logit_lengths, target_lengths), V + 1),
         "rnnt, plain autograd normalisation": (
@@ -54,19 +85,31 @@ def main() -> None:
             V + 6,
         ),
     }
-    logits = {name: torch.randn(B, T, U + 1, width, requires_grad=True) for name, (_, width) in cases.items()}
-    samples = {name: ([], []) for name in cases}
+    runs = []  # (name, loss function of no arguments, leaves whose gradients are reset)
+    for name, (loss_fn, width) in cases.items():
+        logits = torch.randn(B, T, U + 1, width, device=device, requires_grad=True)
+        runs.append((name, lambda f=loss_fn, x=logits: f(x), [logits]))
+    runs.extend(lattice_cases(B, T, U, device))
+    samples = {name: ([], []) for name, _, _ in runs}
+
+    def now() -> float:
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        return time.perf_counter()
+
     for _ in range(args.repeats + 1):  # the first round warms up and is discarded
-        for name, (loss_fn, _) in cases.items():
-            start = time.perf_counter()
-            loss = loss_fn(logits[name])
-            middle = time.perf_counter()
+        for name, loss_fn, leaves in runs:
+            start = now()
+            loss = loss_fn()
+            middle = now()
             loss.backward()
-            end = time.perf_counter()
-            logits[name].grad = None
+            end = now()
+            for leaf in leaves:
+                leaf.grad = None
             samples[name][0].append(middle - start)
             samples[name][1].append(end - middle)
-    print(f"# torch {torch.__version__}, {args.threads} thread(s), B={B} T={T} U={U} V={V}, float32, median of {args.repeats}")
+    print(f"# torch {torch.__version__}, {args.device}, {args.threads} thread(s), B={B} T={T} U={U} V={V}, float32, "
+          f"median of {args.repeats}")
     print("| loss | forward ms | backward ms | total ms |")
     print("|---|---|---|---|")
     for name, (forward, backward) in samples.items():

@@ -14,6 +14,10 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 source recipes/gpu/setup_kit.sh
 source recipes/bundled_models.sh
+# In the first run, steps were 5x slower in the first minutes than in the last (GPU mostly idle, the autograd
+# thread at 100% CPU) while the reserved memory grew: most likely the caching allocator meeting new batch
+# shapes. Expandable segments are meant for that; not yet measured here.
+export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
 WORK=/tmp/transdec-work
 DATA=$WORK/synth
 OUT=${OUT:-$WORK/out}

@@ -11,11 +11,8 @@ durations; TDT has labels and blanks of every duration in its list (blanks skip 
 starts at ``(0, 0)`` and ends with a blank that lands exactly on ``(T, U)``; points with ``t >= T`` are
 never entered otherwise, so a label's jump must stay inside the utterance.
 
-The recursion runs over frames in a Python loop and over tokens in tensors. Within one frame, labels of
-duration 0 chain points ``(t, 0) -> (t, 1) -> ...``, which a cumulative log-sum-exp solves in one
-operation: ``alpha(t, u) = c(u) + logcumsumexp_{u' <= u}(p(t, u') - c(u'))`` where ``p`` collects the
-transitions arriving from earlier frames and ``c(u)`` sums the duration-0 label weights of frame ``t``
-up to ``u``.
+The log-likelihood is the forward (alpha) recursion; its gradient comes from the backward (beta)
+recursion (:class:`_Lattice`).
 
 Impossible values are a large finite negative number rather than ``-inf``: padding points of a batch
 are computed like any other, and ``-inf - -inf`` in the backward pass would turn their zero gradients
@@ -60,16 +57,79 @@ def lattice_log_likelihood(
         target_lengths: ``[B]`` tokens ``U_b`` of each utterance.
 
     Returns:
-        ``[B]`` log-likelihoods.
+        ``[B]`` log-likelihoods, differentiable with respect to the weights.
     """
     if not blank_weights or min(blank_weights) < 1:
         raise ValueError("blank transitions need durations of at least 1")
+    label_durations, blank_durations = tuple(label_weights), tuple(blank_weights)
+    return _Lattice.apply(logit_lengths, target_lengths, label_durations, blank_durations,
+                          *label_weights.values(), *blank_weights.values())
+
+
+class _Lattice(torch.autograd.Function):
+    """The forward algorithm, with the gradient from the backward (beta) algorithm.
+
+    Autograd through the frame loop would record a dozen small operations per frame, twice over; on a GPU a
+    training step then waits on the CPU that launches them (measured: the autograd thread at 100% and the
+    GPU mostly idle). Here each direction is one loop of plain tensor operations and the gradient of every
+    transition is its posterior, ``exp(alpha(from) + weight + beta(to) - log_likelihood)``, in a few
+    full-size operations.
+    """
+
+    @staticmethod
+    def forward(ctx, logit_lengths, target_lengths, label_durations, blank_durations, *weights):
+        label_weights = dict(zip(label_durations, weights[: len(label_durations)]))
+        blank_weights = dict(zip(blank_durations, weights[len(label_durations):]))
+        alpha = _alphas(label_weights, blank_weights)
+        rows = torch.arange(alpha.shape[0], device=alpha.device)
+        endings = []
+        for duration, weight in blank_weights.items():
+            last_frame = logit_lengths - duration
+            frame = last_frame.clamp(min=0)
+            ending = alpha[rows, frame, target_lengths] + weight[rows, frame, target_lengths]
+            endings.append(torch.where(last_frame >= 0, ending, IMPOSSIBLE))
+        log_likelihood = log_sum_exp(endings)
+        ctx.durations = (label_durations, blank_durations)
+        ctx.save_for_backward(logit_lengths, target_lengths, alpha, log_likelihood, *weights)
+        return log_likelihood
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        logit_lengths, target_lengths, alpha, log_likelihood, *weights = ctx.saved_tensors
+        label_durations, blank_durations = ctx.durations
+        label_weights = dict(zip(label_durations, weights[: len(label_durations)]))
+        blank_weights = dict(zip(blank_durations, weights[len(label_durations):]))
+        to_label, to_blank = _betas(label_weights, blank_weights, logit_lengths, target_lengths)
+        # Points of a transition's posterior: exp(alpha + weight + beta(destination) - log-likelihood).
+        shift = (log_likelihood.view(-1, 1, 1), grad_output.view(-1, 1, 1))
+        max_time = alpha.shape[1]
+        grads = []
+        for duration, weight in label_weights.items():
+            beta = to_label[:, duration : duration + max_time, 1:]
+            grads.append(_posterior(alpha[:, :, :-1] + weight + beta, *shift))
+        for duration, weight in blank_weights.items():
+            grads.append(_posterior(alpha + weight + to_blank[:, duration : duration + max_time], *shift))
+        return (None, None, None, None, *grads)
+
+
+def _posterior(log_weight: torch.Tensor, log_likelihood: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:
+    """``grad * exp(log_weight - log_likelihood)``; negligible posteriors are exactly 0 (no subnormals)."""
+    log_posterior = (log_weight - log_likelihood).clamp_(max=0.0)
+    return log_posterior.masked_fill_(log_posterior < _NEGLIGIBLE, -float("inf")).exp_().mul_(grad)
+
+
+def _alphas(label_weights: dict[int, torch.Tensor], blank_weights: dict[int, torch.Tensor]) -> torch.Tensor:
+    """``[B, T, U + 1]`` log-weight of all paths from ``(0, 0)`` to each point.
+
+    Frames go in a Python loop, tokens in tensors. Within one frame, labels of duration 0 chain points
+    ``(t, 0) -> (t, 1) -> ...``, which a cumulative log-sum-exp solves in one operation:
+    ``alpha(t, u) = c(u) + logcumsumexp_{u' <= u}(p(t, u') - c(u'))`` where ``p`` collects the transitions
+    arriving from earlier frames and ``c(u)`` sums the duration-0 label weights of frame ``t`` up to ``u``.
+    """
     reference = next(iter(blank_weights.values()))
     batch_size, max_time, positions = reference.shape
     impossible = reference.new_full((batch_size, positions), IMPOSSIBLE)
     start = torch.cat([reference.new_zeros(batch_size, 1), impossible[:, 1:]], dim=1)
-    # Per-frame views, taken once: indexing [:, t] inside the loop would make the backward pass build a
-    # full-size gradient for every frame, O(T^2) work.
     label_frames = {d: w.unbind(1) for d, w in label_weights.items()}
     blank_frames = {d: w.unbind(1) for d, w in blank_weights.items()}
     same_frame_labels = label_frames.get(0)
@@ -91,16 +151,51 @@ def lattice_log_likelihood(
         else:
             chain = torch.cat([zero_column, same_frame_labels[t].cumsum(dim=1)], dim=1)  # c(u)
             alphas.append(chain + torch.logcumsumexp(from_earlier - chain, dim=1))
-    alpha = torch.stack(alphas, dim=1)  # [B, T, U + 1]
+    return torch.stack(alphas, dim=1)
 
-    rows = torch.arange(batch_size, device=alpha.device)
-    endings = []
-    for duration, weight in blank_weights.items():
-        last_frame = logit_lengths - duration
-        frame = last_frame.clamp(min=0)
-        ending = alpha[rows, frame, target_lengths] + weight[rows, frame, target_lengths]
-        endings.append(torch.where(last_frame >= 0, ending, IMPOSSIBLE))
-    return log_sum_exp(endings)
+
+def _betas(
+    label_weights: dict[int, torch.Tensor],
+    blank_weights: dict[int, torch.Tensor],
+    logit_lengths: torch.Tensor,
+    target_lengths: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Log-weight of all paths from each point to the end, as seen by the transitions arriving there.
+
+    Returns ``(to_label, to_blank)``, each ``[B, T + max duration + 1, U + 1]``: ``beta(t, u)`` for
+    ``t < T_b``; past the utterance a label can land nowhere (``IMPOSSIBLE``), a blank only on the end
+    point ``(T_b, U_b)`` (log-weight 0). Mirror of :func:`_alphas`: frames backwards, and the chain of
+    duration-0 labels within a frame is a reversed cumulative log-sum-exp,
+    ``beta(t, u) = -c(u) + log sum_{u' >= u} exp(c(u') + q(t, u'))`` with ``q`` the transitions that
+    leave the frame.
+    """
+    reference = next(iter(blank_weights.values()))
+    batch_size, max_time, positions = reference.shape
+    longest = max((*label_weights, *blank_weights))
+    frames = torch.arange(max_time + longest + 1, device=reference.device)
+    past_end = frames.view(1, -1) >= logit_lengths.view(-1, 1)  # [B, T + longest + 1]
+    end_point = (frames.view(1, -1) == logit_lengths.view(-1, 1)).unsqueeze(2) & (
+        torch.arange(positions, device=reference.device).view(1, 1, -1) == target_lengths.view(-1, 1, 1))
+    to_label = reference.new_full((batch_size, max_time + longest + 1, positions), IMPOSSIBLE)
+    to_blank = torch.where(end_point, 0.0, to_label)
+    impossible_column = reference.new_full((batch_size, 1), IMPOSSIBLE)
+    same_frame_labels = label_weights.get(0)
+
+    for t in range(max_time - 1, -1, -1):
+        leaving = [weight[:, t] + to_blank[:, t + duration] for duration, weight in blank_weights.items()]
+        for duration, weight in label_weights.items():
+            if duration > 0:
+                moved = weight[:, t] + to_label[:, t + duration, 1:]  # from u, to u + 1
+                leaving.append(torch.cat([moved, impossible_column], dim=1))
+        beta = log_sum_exp(leaving)
+        if same_frame_labels is not None:
+            chain = torch.cat([impossible_column.new_zeros(batch_size, 1), same_frame_labels[:, t].cumsum(dim=1)],
+                              dim=1)  # c(u)
+            beta = (chain + beta).flip(1).logcumsumexp(dim=1).flip(1) - chain
+        valid = ~past_end[:, t : t + 1]
+        to_label[:, t] = torch.where(valid, beta, to_label[:, t])
+        to_blank[:, t] = torch.where(valid, beta, to_blank[:, t])
+    return to_label, to_blank
 
 
 def checked_logits(
