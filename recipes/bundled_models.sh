@@ -16,3 +16,6 @@ bundled_head_options() {
         *) echo "unknown bundled model $1" >&2; return 1 ;;
     esac
 }
+# Stage 2 on a CPU: the stage-1 weights continue with 60 s batches (more updates per hour), lighter SpecAugment.
+BUNDLED_CPU_OPTIONS=(--vocab-size 1024 --batch-seconds 60 --peak-lr 1.5e-3 --warmup-steps 200 --max-steps 100000
+                     --time-masks 2 --save-every 200 --eval-every 500 --threads 1 --loader-threads 1 --device cpu)

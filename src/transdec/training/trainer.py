@@ -13,10 +13,10 @@ An experiment folder holds everything::
 Running the same command again resumes from the newest checkpoint: the same batches in the same order,
 the same learning rate, the elapsed training time carried on.
 
-On a GPU (``device="cuda"``), batches are read by background threads while the previous one trains, and a
-run can be given a fixed time instead of a fixed number of steps (``budget_minutes``): the learning-rate
-decay then follows elapsed training time, which is what a fixed share of a borrowed machine calls for.
-Such a run resumes correctly but does not replay bit for bit, since its schedule depends on timing.
+Batches are read by background threads while the previous one trains (on ``device``, CPU or GPU). A run
+can be given a fixed time instead of a fixed number of steps (``budget_minutes``): the learning-rate decay
+then follows elapsed training time, which is what a fixed share of a borrowed machine calls for. Such a run
+resumes correctly but does not replay bit for bit, since its schedule depends on timing.
 """
 
 from __future__ import annotations
