@@ -7,6 +7,9 @@
 #                                                   budget of MINUTES, then follow them as `wait` does
 #   recipes/gpu/device.sh wait SECONDS              follow the runs for SECONDS or until all have ended
 #
+# With INIT_FROM=DIR, each run starts from DIR/<name>.pt (e.g. src/transdec/pretrained, to continue training
+# the bundled models) instead of from scratch.
+#
 # Both end by writing, to $OUT, each model's newest weights (float16; the last two checkpoints averaged while
 # the runs go on, the last five once they have ended) and the training logs, so that nothing is lost if the
 # machine goes back.
@@ -36,7 +39,8 @@ start_runs() {
         # shellcheck disable=SC2046
         setsid nohup python3 -m transdec.cli train --train-manifest "$DATA/train.jsonl" \
             --dev-manifest "$DATA/dev.jsonl" --exp-dir "$WORK/exp/$name" "${BUNDLED_TRAIN_OPTIONS[@]}" \
-            $(bundled_head_options "$name") --budget "$budget" --threads 2 > "$WORK/$name.log" 2>&1 < /dev/null &
+            $(bundled_head_options "$name") ${INIT_FROM:+--init-from "$INIT_FROM/$name.pt"} --budget "$budget" \
+            --threads 2 > "$WORK/$name.log" 2>&1 < /dev/null &
     done
 }
 
