@@ -38,7 +38,8 @@ start_runs() {
         # setsid: the run outlives this command (the tool ends a command's own process group when it returns).
         # shellcheck disable=SC2046
         setsid nohup python3 -m transdec.cli train --train-manifest "$DATA/train.jsonl" \
-            --dev-manifest "$DATA/dev.jsonl" --exp-dir "$WORK/exp/$name" "${BUNDLED_TRAIN_OPTIONS[@]}" \
+            --dev-manifest "$DATA/dev.jsonl" --exp-dir "$WORK/exp/$name" \
+            "${BUNDLED_MODEL_OPTIONS[@]}" "${BUNDLED_GPU_OPTIONS[@]}" \
             $(bundled_head_options "$name") ${INIT_FROM:+--init-from "$INIT_FROM/$name.pt"} --budget "$budget" \
             --threads 2 > "$WORK/$name.log" 2>&1 < /dev/null &
     done
