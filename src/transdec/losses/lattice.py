@@ -69,11 +69,10 @@ def lattice_log_likelihood(
 class _Lattice(torch.autograd.Function):
     """The forward algorithm, with the gradient from the backward (beta) algorithm.
 
-    Autograd through the frame loop would record a dozen small operations per frame, twice over; on a GPU a
-    training step then waits on the CPU that launches them (measured: the autograd thread at 100% and the
-    GPU mostly idle). Here each direction is one loop of plain tensor operations and the gradient of every
-    transition is its posterior, ``exp(alpha(from) + weight + beta(to) - log_likelihood)``, in a few
-    full-size operations.
+    Autograd through the frame loop records a dozen small operations per frame and replays them backwards;
+    on a GPU each is a kernel launch plus autograd bookkeeping on the CPU, and a training step waits on that.
+    Here each direction is one loop of plain tensor operations, and the gradient of every transition is its
+    posterior, ``exp(alpha(from) + weight + beta(to) - log_likelihood)``, in a few full-size operations.
     """
 
     @staticmethod
