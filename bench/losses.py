@@ -16,7 +16,7 @@ import time
 import torch
 
 from transdec.losses import multiblank_rnnt_loss, rnnt_loss, tdt_loss
-from transdec.losses.lattice import IMPOSSIBLE, _alphas, lattice_log_likelihood, log_sum_exp
+from transdec.losses.lattice import _alphas, _ending, lattice_log_likelihood
 
 
 def rnnt_plain_autograd(logits, targets, logit_lengths, target_lengths):
@@ -29,14 +29,7 @@ def rnnt_plain_autograd(logits, targets, logit_lengths, target_lengths):
 
 def lattice_autograd_loop(label_weights, blank_weights, logit_lengths, target_lengths):
     """The forward recursion with autograd recording every operation of the frame loop (the baseline)."""
-    alpha = _alphas(label_weights, blank_weights)
-    rows = torch.arange(alpha.shape[0], device=alpha.device)
-    endings = []
-    for duration, weight in blank_weights.items():
-        frame = (logit_lengths - duration).clamp(min=0)
-        ending = alpha[rows, frame, target_lengths] + weight[rows, frame, target_lengths]
-        endings.append(torch.where(logit_lengths - duration >= 0, ending, IMPOSSIBLE))
-    return log_sum_exp(endings)
+    return _ending(_alphas(label_weights, blank_weights), blank_weights, logit_lengths, target_lengths)
 
 
 def lattice_cases(B, T, U, device):

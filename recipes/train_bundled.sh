@@ -28,6 +28,7 @@ COMMON=(--train-manifest $DATA/train_cpu.jsonl --dev-manifest $DATA/dev.jsonl "$
         "${BUNDLED_CPU_OPTIONS[@]}")
 
 # 2. RNN-T from scratch, 50 minutes of training with both threads.
+# shellcheck disable=SC2046
 $TRANSDEC train "${COMMON[@]}" $(bundled_head_options tiny-en-rnnt) --exp-dir exp/cpu3/tiny-en-rnnt --budget 50
 $TRANSDEC average --exp-dir exp/cpu3/tiny-en-rnnt --last 5 --output exp/cpu3/tiny-en-rnnt.pt
 

@@ -80,14 +80,7 @@ class _Lattice(torch.autograd.Function):
         label_weights = dict(zip(label_durations, weights[: len(label_durations)]))
         blank_weights = dict(zip(blank_durations, weights[len(label_durations):]))
         alpha = _alphas(label_weights, blank_weights)
-        rows = torch.arange(alpha.shape[0], device=alpha.device)
-        endings = []
-        for duration, weight in blank_weights.items():
-            last_frame = logit_lengths - duration
-            frame = last_frame.clamp(min=0)
-            ending = alpha[rows, frame, target_lengths] + weight[rows, frame, target_lengths]
-            endings.append(torch.where(last_frame >= 0, ending, IMPOSSIBLE))
-        log_likelihood = log_sum_exp(endings)
+        log_likelihood = _ending(alpha, blank_weights, logit_lengths, target_lengths)
         ctx.durations = (label_durations, blank_durations)
         ctx.save_for_backward(logit_lengths, target_lengths, alpha, log_likelihood, *weights)
         return log_likelihood
@@ -151,6 +144,19 @@ def _alphas(label_weights: dict[int, torch.Tensor], blank_weights: dict[int, tor
             chain = torch.cat([zero_column, same_frame_labels[t].cumsum(dim=1)], dim=1)  # c(u)
             alphas.append(chain + torch.logcumsumexp(from_earlier - chain, dim=1))
     return torch.stack(alphas, dim=1)
+
+
+def _ending(alpha: torch.Tensor, blank_weights: dict[int, torch.Tensor], logit_lengths: torch.Tensor,
+            target_lengths: torch.Tensor) -> torch.Tensor:
+    """``[B]`` log-weight of all paths: the blanks that land exactly on ``(T_b, U_b)``."""
+    rows = torch.arange(alpha.shape[0], device=alpha.device)
+    endings = []
+    for duration, weight in blank_weights.items():
+        last_frame = logit_lengths - duration
+        frame = last_frame.clamp(min=0)
+        ending = alpha[rows, frame, target_lengths] + weight[rows, frame, target_lengths]
+        endings.append(torch.where(last_frame >= 0, ending, IMPOSSIBLE))
+    return log_sum_exp(endings)
 
 
 def _betas(
