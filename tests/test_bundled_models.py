@@ -29,8 +29,13 @@ def model(request):
     return transdec.load_model(request.param)
 
 
-def test_examples_give_timed_words(model) -> None:
-    for result in model.transcribe([EXAMPLES / name for name in EXPECTED]):
+@pytest.fixture(scope="module")
+def example_results(model):
+    return model.transcribe([EXAMPLES / name for name in EXPECTED])
+
+
+def test_examples_give_timed_words(example_results) -> None:
+    for result in example_results:
         assert result.text and result.text.split() == [w.word for w in result.words]
         assert all(0 <= w.start < w.end <= result.duration + 0.08 and 0 < w.confidence <= 1 for w in result.words)
 
@@ -42,9 +47,8 @@ WEAK_MODELS = pytest.mark.xfail(strict=True, reason="bundled models still weak (
 
 
 @WEAK_MODELS
-def test_examples_are_transcribed_right(model) -> None:
-    results = model.transcribe([EXAMPLES / name for name in EXPECTED])
-    assert [r.text for r in results] == list(EXPECTED.values())
+def test_examples_are_transcribed_right(example_results) -> None:
+    assert [r.text for r in example_results] == list(EXPECTED.values())
 
 
 @WEAK_MODELS
