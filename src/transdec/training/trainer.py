@@ -289,7 +289,12 @@ class Trainer:
         previous_handler = signal.signal(signal.SIGTERM, self._request_stop)
         session_start = time.monotonic()
         self.model.train()
-        progress = tqdm(total=config.max_steps, initial=self.step, desc="train", mininterval=10)
+        # A run with a time budget ends on time, not on max_steps: its bar counts training minutes.
+        if config.budget_minutes is not None:
+            progress = tqdm(total=config.budget_minutes, initial=round(self.train_seconds / 60, 2), desc="train",
+                            unit="min", mininterval=10, bar_format="{l_bar}{bar}| {n:.1f}/{total:.0f} min{postfix}")
+        else:
+            progress = tqdm(total=config.max_steps, initial=self.step, desc="train", mininterval=10)
         running: dict[str, torch.Tensor] = {}
         positions = self.batch_positions()
         loader = ThreadPoolExecutor(max(1, config.loader_threads))
@@ -305,12 +310,13 @@ class Trainer:
                 self._train_step(batch.result(), running)
                 self.epoch, self.batch_in_epoch = epoch, index + 1
                 self.step += 1
-                self.train_seconds += time.monotonic() - step_start
-                progress.update(1)
+                step_seconds = time.monotonic() - step_start
+                self.train_seconds += step_seconds
+                progress.update(1 if config.budget_minutes is None else step_seconds / 60)
                 if self.step % config.log_every == 0:
                     averages = {k: round(v.item() / config.log_every, 4) for k, v in running.items()}
                     self.log({"lr": learning_rate(self.step, config, self.train_seconds), **averages})
-                    progress.set_postfix(loss=averages.get("loss"))
+                    progress.set_postfix(step=self.step, loss=averages.get("loss"))
                     running.clear()
                 if self.step % config.eval_every == 0:
                     try:
