@@ -97,4 +97,5 @@ def test_evaluate_reports_strategies_side_by_side(workspace: Path) -> None:
     assert summary["failed_items"] == 3 and summary["normalizer"] == "whisper"
     label, frame = summary["strategies"]
     assert label["wer"] == frame["wer"]  # RNN-T frame-looping is exact
+    assert label["encoder_seconds"] == frame["encoder_seconds"]  # one encoder pass serves every strategy
     assert "| greedy_label | 1 |" in result.stdout

@@ -105,7 +105,8 @@ def _add_evaluate_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("manifest")
     p.add_argument("--model", default="tiny-en-rnnt")
     p.add_argument("--decoding", default="greedy_label,greedy_frame",
-                   help="comma-separated strategies, run one after another on the same audio (default: %(default)s)")
+                   help="comma-separated strategies; each batch is encoded once and decoded by every strategy in "
+                        "turn (default: %(default)s)")
     p.add_argument("--max-symbols-per-frame", type=int, default=10)
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--warmup", type=int, default=1, metavar="BATCHES", help="untimed batches before timing")

@@ -61,16 +61,20 @@ def _synchronize(device: torch.device) -> None:
 
 
 @torch.inference_mode()
-def run_strategy(model: TransducerModel, waveforms: list[np.ndarray], order: list[int], decoding: DecodingConfig,
-                 batch_size: int, warmup_batches: int, progress=None) -> tuple[list[str], float, float]:
-    """Transcripts (input order) and pooled (encoder seconds, decoder seconds) for one strategy.
+def run_strategies(model: TransducerModel, waveforms: list[np.ndarray], order: list[int],
+                   strategies: list[DecodingConfig], batch_size: int, warmup_batches: int,
+                   progress=None) -> tuple[list[list[str]], float, list[float]]:
+    """Transcripts (input order) per strategy, the pooled encoder seconds, and each strategy's decoder seconds.
 
-    `progress`, if given, is a tqdm-like bar advanced by the number of utterances in each timed batch.
+    Each batch is encoded once and every strategy decodes that same encoder output in turn: the encoder's
+    work does not depend on the strategy, and interleaving the decoders exposes them to the same machine
+    load, so their ratio is measured under equal conditions. The first ``warmup_batches`` batches are run
+    untimed first. `progress`, if given, is a tqdm-like bar advanced by utterances per batch and strategy.
     """
     device = next(model.parameters()).device
     batches = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
-    texts = [""] * len(waveforms)
-    encoder_seconds = decoder_seconds = 0.0
+    texts = [[""] * len(waveforms) for _ in strategies]
+    encoder_seconds, decoder_seconds = 0.0, [0.0] * len(strategies)
     for number, indices in enumerate(batches[:warmup_batches] + batches):
         timed = number >= min(warmup_batches, len(batches))
         lengths = torch.tensor([len(waveforms[i]) for i in indices])
@@ -82,17 +86,18 @@ def run_strategy(model: TransducerModel, waveforms: list[np.ndarray], order: lis
         start = time.perf_counter()
         encoded, frame_counts = model.encode(batch, lengths)
         _synchronize(device)
-        middle = time.perf_counter()
-        hyps = decode(model, encoded, frame_counts, decoding).hypotheses()
-        _synchronize(device)
-        end = time.perf_counter()
         if timed:
-            encoder_seconds += middle - start
-            decoder_seconds += end - middle
-            for i, hyp in zip(indices, hyps):
-                texts[i] = model.tokenizer.decode(hyp.tokens)
-            if progress is not None:
-                progress.update(len(indices))
+            encoder_seconds += time.perf_counter() - start
+        for which, decoding in enumerate(strategies):
+            start = time.perf_counter()
+            hyps = decode(model, encoded, frame_counts, decoding).hypotheses()
+            _synchronize(device)
+            if timed:
+                decoder_seconds[which] += time.perf_counter() - start
+                for i, hyp in zip(indices, hyps):
+                    texts[which][i] = model.tokenizer.decode(hyp.tokens)
+                if progress is not None:
+                    progress.update(len(indices))
     return texts, encoder_seconds, decoder_seconds
 
 
@@ -126,15 +131,16 @@ def evaluate_manifest(model: TransducerModel, manifest: str | Path, strategies: 
     order = sorted(range(len(waveforms)), key=lambda i: len(waveforms[i]))
     reports = []
     progress = _progress(len(waveforms) * len(strategies))
-    for decoding in strategies:
-        if progress is not None:
-            progress.set_description(f"evaluate {decoding.strategy}")
-        texts, encoder_s, decoder_s = run_strategy(model, waveforms, order, decoding, batch_size, warmup_batches,
-                                                   progress)
+    if progress is not None:
+        progress.set_description("evaluate " + ",".join(d.strategy for d in strategies))
+    all_texts, encoder_s, decoder_s = run_strategies(model, waveforms, order, strategies, batch_size,
+                                                     warmup_batches, progress)
+    for decoding, texts, strategy_decoder_s in zip(strategies, all_texts, decoder_s):
         hypotheses = [normalize(t) for t in texts]
         cer = jiwer.cer(references, hypotheses) if references and any(references) else 0.0
         reports.append(StrategyReport(decoding.strategy, len(usable), round(audio_seconds, 3),
-                                      word_errors(references, hypotheses).wer, float(cer), encoder_s, decoder_s))
+                                      word_errors(references, hypotheses).wer, float(cer), encoder_s,
+                                      strategy_decoder_s))
         if output_dir is not None:
             _write_atomically(Path(output_dir) / f"predictions_{decoding.strategy}.jsonl", "".join(
                 json.dumps({**item.entry, "pred_text": text}) + "\n" for item, text in zip(usable, texts)))
