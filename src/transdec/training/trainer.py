@@ -312,7 +312,8 @@ class Trainer:
                 self.step += 1
                 step_seconds = time.monotonic() - step_start
                 self.train_seconds += step_seconds
-                progress.update(1 if config.budget_minutes is None else step_seconds / 60)
+                progress.update(1 if config.budget_minutes is None
+                                else min(step_seconds / 60, max(0.0, progress.total - progress.n)))
                 if self.step % config.log_every == 0:
                     averages = {k: round(v.item() / config.log_every, 4) for k, v in running.items()}
                     self.log({"lr": learning_rate(self.step, config, self.train_seconds), **averages})
