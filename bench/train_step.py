@@ -1,32 +1,38 @@
-"""Where a training step's time goes: features, encoder, predictor + joint, loss, backward, optimiser.
+"""Where a training step's time goes, with the full lattice loss and with the pruned loss, side by side.
 
-    .venv/bin/python bench/train_step.py --manifest data/synth/train.jsonl --head rnnt --threads 2
+    .venv/bin/python bench/train_step.py --manifest data/synth/train.jsonl --head rnnt --prune-ranges 0 5
 
-Uses the bundled-model shape (d_model 144, 6 layers, BPE 128) on real batches of the synthetic corpus
-(``--batch-seconds`` of padded audio each). Prints the median of ``--steps`` steps per phase.
+Uses the bundled-model shape (d_model 144, 4 layers, LSTM / joint 320, BPE 256) on real batches of the
+synthetic corpus (``--batch-seconds`` of padded audio each). Every batch is trained once per setting in turn
+(``--prune-ranges``, 0 = the full lattice; each setting has its own copy of the model and optimiser), so all
+settings see the same batches under the same machine load. Prints the median of ``--steps`` steps per phase.
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import statistics
 import time
 
 import torch
 
-from transdec.losses import transducer_loss
+from transdec.model.conformer import ConformerConfig
+from transdec.model.joint import SimpleJoint
 from transdec.model.protocol import HeadSpec
 from transdec.model.tokenizer import Tokenizer
 from transdec.model.transducer_model import ModelConfig, PredictorConfig, TransducerModel
 from transdec.training.data import bucketed_batches, collate, read_manifest
-from transdec.training.specaugment import SpecAugmentConfig, spec_augment
+from transdec.training.specaugment import SpecAugmentConfig
+from transdec.training.trainer import TrainConfig, training_loss
 
 HEADS = {
-    "rnnt": (lambda v: HeadSpec("rnnt", v), PredictorConfig("lstm"), 0.0),
-    "tdt": (lambda v: HeadSpec("tdt", v, durations=(0, 1, 2, 3, 4)), PredictorConfig("lstm"), 0.05),
-    "multiblank": (lambda v: HeadSpec("multiblank", v, big_blank_durations=(2, 4, 8)), PredictorConfig("stateless"),
-                   0.05),
+    "rnnt": (lambda v: HeadSpec("rnnt", v), PredictorConfig("lstm", 320), 0.0),
+    "tdt": (lambda v: HeadSpec("tdt", v, durations=(0, 1, 2, 3, 4)), PredictorConfig("lstm", 320), 0.05),
+    "multiblank": (lambda v: HeadSpec("multiblank", v, big_blank_durations=(2, 4, 8)),
+                   PredictorConfig("stateless", 320), 0.05),
 }
+PHASES = ["forward (features, encoder, predictor, joint, losses)", "backward", "optimiser"]
 
 
 def main() -> None:
@@ -34,10 +40,12 @@ def main() -> None:
     parser.add_argument("--manifest", required=True)
     parser.add_argument("--head", choices=sorted(HEADS), default="rnnt")
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--batch-seconds", type=float, default=150.0)
+    parser.add_argument("--batch-seconds", type=float, default=100.0)
     parser.add_argument("--steps", type=int, default=8)
-    parser.add_argument("--bf16", action="store_true")
-    parser.add_argument("--vocab-size", type=int, default=128)
+    parser.add_argument("--vocab-size", type=int, default=256)
+    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--prune-ranges", type=int, nargs="+", default=[0, 5],
+                        help="settings to compare: 0 = full lattice, S > 0 = pruned loss with S rows per frame")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.set_flush_denormal(True)
@@ -45,51 +53,55 @@ def main() -> None:
     entries = read_manifest(args.manifest)[:4000]
     tokenizer = Tokenizer.train([e.text for e in entries], args.vocab_size)
     make_head, predictor, sigma = HEADS[args.head]
-    head = make_head(args.vocab_size)
     torch.manual_seed(0)
-    model = TransducerModel(ModelConfig(head=head, predictor=predictor, sigma=sigma), tokenizer).train()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    model = TransducerModel(ModelConfig(head=make_head(args.vocab_size), predictor=predictor, sigma=sigma,
+                                        encoder=ConformerConfig(num_layers=args.layers, dropout=0.0),
+                                        joint_dim=320), tokenizer).train()
+    runs = {}
+    for prune_range in args.prune_ranges:
+        config = TrainConfig("", "", "", prune_range=prune_range, prune_warmup_steps=0,
+                             specaugment=SpecAugmentConfig(time_masks=2))
+        run_model = copy.deepcopy(model)
+        simple_joint = SimpleJoint(144, predictor.hidden_size, args.vocab_size) if prune_range else None
+        parameters = list(run_model.parameters()) + (list(simple_joint.parameters()) if simple_joint else [])
+        optimizer = torch.optim.AdamW(parameters, lr=1e-4)
+        runs[prune_range] = (config, run_model, simple_joint, optimizer, {name: [] for name in PHASES + ["total"]})
     token_ids = [tokenizer.encode(e.text) for e in entries]
     batches = bucketed_batches([e.duration for e in entries], args.batch_seconds, seed=0, epoch=0)
-    generator = torch.Generator().manual_seed(0)
-    phases: dict[str, list[float]] = {}
     utterances, audio = [], []
 
     for step, indices in enumerate(batches[: args.steps + 1]):
         batch = collate(entries, indices, token_ids, model.sample_rate)
-        times = [time.perf_counter()]
-        with torch.no_grad():
-            features, lengths = model.features(batch.waveforms, batch.waveform_lengths)
-            features = spec_augment(features, lengths, SpecAugmentConfig(), generator)
-        times.append(time.perf_counter())
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.bf16):
-            encoded, enc_lengths = model.encode_features(features, lengths)
+        for config, run_model, simple_joint, optimizer, phases in runs.values():
+            generator = torch.Generator().manual_seed(step)
+            times = [time.perf_counter()]
+            loss, _ = training_loss(run_model, batch, config, generator, simple_joint, step=10**6)
             times.append(time.perf_counter())
-            logits = model.joint(encoded, model.predictor(batch.targets))
-        times.append(time.perf_counter())
-        loss = transducer_loss(head, logits.float(), batch.targets, enc_lengths, batch.target_lengths, sigma=sigma)
-        times.append(time.perf_counter())
-        optimizer.zero_grad()
-        loss.backward()
-        times.append(time.perf_counter())
-        optimizer.step()
-        times.append(time.perf_counter())
-        if step == 0:
-            continue  # warm-up
-        for name, (a, b) in zip(["features+specaug", "encoder fwd", "predictor+joint fwd", "loss fwd", "backward",
-                                 "optimizer"], zip(times, times[1:])):
-            phases.setdefault(name, []).append(b - a)
-        phases.setdefault("total", []).append(times[-1] - times[0])
-        utterances.append(len(indices))
-        audio.append(float(batch.waveform_lengths.sum()) / model.sample_rate)
+            optimizer.zero_grad()
+            loss.backward()
+            times.append(time.perf_counter())
+            optimizer.step()
+            times.append(time.perf_counter())
+            if step == 0:
+                continue  # warm-up
+            for name, (a, b) in zip(PHASES, zip(times, times[1:])):
+                phases[name].append(b - a)
+            phases["total"].append(times[-1] - times[0])
+        if step:
+            utterances.append(len(indices))
+            audio.append(float(batch.waveform_lengths.sum()) / model.sample_rate)
 
-    print(f"head {args.head}, {model.num_parameters() / 1e6:.2f} M parameters, {args.threads} threads, "
-          f"bf16 {args.bf16}, median of {len(utterances)} steps, {statistics.median(utterances)} utterances "
-          f"({statistics.median(audio):.0f} s of audio) per step")
-    total = statistics.median(phases["total"])
-    print("| phase | seconds | share |\n|---|---|---|")
-    for name, values in phases.items():
-        print(f"| {name} | {statistics.median(values):.3f} | {100 * statistics.median(values) / total:.0f}% |")
+    print(f"head {args.head}, {model.num_parameters() / 1e6:.2f} M parameters, {args.threads} threads, median of "
+          f"{len(utterances)} steps, {statistics.median(utterances)} utterances ({statistics.median(audio):.0f} s "
+          "of audio) per step")
+    names = [f"{'full lattice' if p == 0 else f'pruned {p}'}" for p in runs]
+    print("| phase | " + " | ".join(f"{n} s" for n in names) + " |\n|---|" + "---|" * len(names))
+    for phase in PHASES + ["total"]:
+        cells = [f"{statistics.median(run[-1][phase]):.3f}" for run in runs.values()]
+        print(f"| {phase} | " + " | ".join(cells) + " |")
+    baseline = statistics.median(next(iter(runs.values()))[-1]["total"])
+    print("| step speed vs first | " + " | ".join(
+        f"{baseline / statistics.median(run[-1]['total']):.2f}x" for run in runs.values()) + " |")
 
 
 if __name__ == "__main__":

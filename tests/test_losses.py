@@ -12,17 +12,19 @@ from transdec.model import HeadSpec
 NUM_TOKENS = 3
 
 
-def enumerate_paths(num_frames, num_targets, moves):
+def enumerate_paths(num_frames, num_targets, moves, allowed=lambda t, u: True):
     """Every path from (0, 0) ending exactly at (T, U) with a blank; yields lists of (t, u, move).
 
     ``moves(t, u)`` lists ``(kind, duration, key)`` with kind "label" or "blank". A label needs
     ``u < U`` and must land inside the utterance; a blank may land inside or exactly on T, and lands on T
-    only once every target is emitted.
+    only once every target is emitted. Paths through a point (t < T) that ``allowed`` rejects are left out.
     """
 
     def walk(t, u, path):
         if t == num_frames and u == num_targets:
             yield path
+            return
+        if t < num_frames and not allowed(t, u):
             return
         for kind, duration, key in moves(t, u):
             if kind == "label" and u < num_targets and t + duration < num_frames:
@@ -39,8 +41,9 @@ def log_sum_exp(values):
     return top + math.log(math.fsum(math.exp(v - top) for v in values))
 
 
-def brute_force(head: HeadSpec, logits, targets, sigma=0.0):
-    """Negative log of the summed probability of all paths, for one utterance ``logits [T, U + 1, C]``."""
+def brute_force(head: HeadSpec, logits, targets, sigma=0.0, allowed=lambda t, u: True):
+    """Negative log of the summed probability of all paths (through points ``allowed`` accepts), for one
+    utterance ``logits [T, U + 1, C]``."""
     num_frames, positions, _ = logits.shape
     if head.kind == "tdt":
         labels = logits[..., : head.num_labels].log_softmax(-1) - sigma
@@ -71,7 +74,7 @@ def brute_force(head: HeadSpec, logits, targets, sigma=0.0):
         def weight(t, u, key):
             return float(log_probs[t, u, targets[u] if key is None else key])
 
-    paths = list(enumerate_paths(num_frames, positions - 1, moves))
+    paths = list(enumerate_paths(num_frames, positions - 1, moves, allowed))
     if not paths:
         return math.inf
     return -log_sum_exp(math.fsum(weight(t, u, key) for t, u, key in path) for path in paths)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +21,8 @@ from transdec.model.tokenizer import Tokenizer
 from transdec.model.transducer_model import ModelConfig, PredictorConfig, TransducerModel
 from transdec.training.data import bucketed_batches, read_manifest
 from transdec.training.specaugment import SpecAugmentConfig, spec_augment
-from transdec.training.trainer import TrainConfig, Trainer, average_checkpoints, learning_rate
+from transdec.training.trainer import (TrainConfig, Trainer, average_checkpoints, learning_rate,
+                                      pruned_loss_weights)
 
 TEXTS = ["hello world", "good morning to you", "the cat sat on the mat", "a quick brown fox", "see you soon",
          "world of sound", "morning has broken", "the dog ran home"]
@@ -259,3 +262,34 @@ def test_a_run_with_another_vocabulary_takes_only_the_encoder(tmp_path: Path) ->
     for name, tensor in source.state_dict().items():
         if name.startswith("encoder."):
             torch.testing.assert_close(started[name], tensor, rtol=0, atol=0, msg=name)
+
+
+@pytest.mark.parametrize("head", HEADS, ids=lambda h: h.kind)
+def test_a_pruned_loss_run_trains_and_resumes_only_as_such(tmp_path: Path, head: HeadSpec) -> None:
+    manifest = write_corpus(tmp_path / "data", 8)
+    config = TrainConfig(str(manifest), str(manifest), str(tmp_path / "exp"), max_steps=2, warmup_steps=1,
+                         batch_seconds=4.0, eval_every=100, save_every=100, threads=1, prune_range=2,
+                         prune_warmup_steps=2, log_every=1)
+    trainer = Trainer(config, tiny_config(head))
+    before = {name: p.detach().clone() for name, p in trainer.simple_joint.named_parameters()}
+    trainer.train()
+    log = [json.loads(line) for line in (tmp_path / "exp" / "log.jsonl").read_text().splitlines()]
+    assert len([r for r in log if "simple" in r]) == 2
+    assert all(math.isfinite(r["simple"]) and math.isfinite(r["transducer"]) for r in log if "simple" in r)
+    assert any(not torch.equal(p, before[name]) for name, p in trainer.simple_joint.named_parameters())
+    saved = torch.load(trainer.latest_checkpoint(), weights_only=True)
+    assert set(saved["simple_joint"]) == set(before)
+
+    config.max_steps = 3
+    resumed = Trainer(config, None)
+    for name, p in resumed.simple_joint.named_parameters():
+        torch.testing.assert_close(p, trainer.simple_joint.get_parameter(name), rtol=0, atol=0)
+    with pytest.raises(ValueError, match="same --prune-range"):
+        Trainer(dataclasses.replace(config, prune_range=0), None)
+
+
+def test_pruned_loss_weights_warm_up() -> None:
+    config = TrainConfig("", "", "", prune_range=5, prune_warmup_steps=100, simple_loss_scale=0.5)
+    assert pruned_loss_weights(0, config) == pytest.approx((0.1, 1.0))
+    assert pruned_loss_weights(50, config) == pytest.approx((0.55, 0.75))
+    assert pruned_loss_weights(100, config) == pruned_loss_weights(10**6, config) == pytest.approx((1.0, 0.5))

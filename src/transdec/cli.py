@@ -50,6 +50,9 @@ def _add_train_parser(subparsers: argparse._SubParsersAction) -> None:
     train.add_argument("--batch-seconds", type=float, default=150.0, help="padded audio seconds per batch")
     train.add_argument("--max-duration", type=float, default=16.0, help="skip longer training utterances")
     train.add_argument("--ctc-weight", type=float, default=0.3)
+    train.add_argument("--prune-range", type=int, default=0, metavar="ROWS",
+                       help="train with the pruned loss: the joint only on this many lattice rows per frame, "
+                            "placed by a trivial joint's alignments (0, the default: the full lattice)")
     train.add_argument("--no-specaugment", action="store_true")
     train.add_argument("--freq-masks", type=int, default=SpecAugmentConfig.freq_masks,
                        help="SpecAugment frequency bands (default %(default)s, up to 27 bins each)")
@@ -145,7 +148,7 @@ def _train(args: argparse.Namespace) -> None:
         ctc_weight=args.ctc_weight, bf16=args.bf16, eval_every=args.eval_every, save_every=args.save_every,
         seed=args.seed, threads=args.threads, time_limit_minutes=args.time_limit, init_from=args.init_from,
         device=args.device, budget_minutes=args.budget, loader_threads=args.loader_threads,
-        init_encoder_only=args.init_encoder_only,
+        init_encoder_only=args.init_encoder_only, prune_range=args.prune_range,
         specaugment=SpecAugmentConfig(freq_masks=0, time_masks=0) if args.no_specaugment
         else SpecAugmentConfig(freq_masks=args.freq_masks, time_masks=args.time_masks),
     )

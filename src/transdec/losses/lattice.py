@@ -23,6 +23,9 @@ from __future__ import annotations
 
 import torch
 
+#: Label weights (duration -> ``[B, T, P]``) and blank weights (duration -> ``[B, T, P]``) of lattice points.
+LatticeWeights = tuple[dict[int, torch.Tensor], dict[int, torch.Tensor]]
+
 #: Log-weight of an impossible event. Finite so that unused lattice points never produce NaN gradients.
 IMPOSSIBLE = -1.0e30
 
@@ -251,27 +254,43 @@ class _NormalizedColumns(torch.autograd.Function):
         return grad_logits.scatter_add_(-1, columns, grad), None
 
 
-def normalized_columns(
-    logits: torch.Tensor, targets: torch.Tensor, target_lengths: torch.Tensor, extra_columns: list[int]
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Log-softmax of ``logits [B, T, U + 1, C]`` at each point's target and at fixed columns.
-
-    Returns ``(tokens [B, T, U], extras [B, T, U + 1, len(extra_columns)])``: the log-probability of
-    target ``u`` at ``(t, u)`` (padding targets read column 0, unused) and of each extra column (the
-    blanks).
-    """
-    batch_size, max_time, positions, _ = logits.shape
+def target_columns(targets: torch.Tensor, target_lengths: torch.Tensor) -> torch.Tensor:
+    """``[B, U + 1]``: the target each lattice row ``u`` would emit; padding and the last row read column 0,
+    whose weight no complete path uses."""
     valid = torch.arange(targets.shape[1], device=targets.device) < target_lengths.unsqueeze(1)
-    padded_targets = torch.cat([torch.where(valid, targets, 0), targets.new_zeros(batch_size, 1)], dim=1).long()
+    return torch.cat([torch.where(valid, targets, 0), targets.new_zeros(targets.shape[0], 1)], dim=1).long()
+
+
+def normalized_columns(
+    logits: torch.Tensor, point_targets: torch.Tensor, extra_columns: list[int]
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Log-softmax of ``logits [B, T, P, C]`` at each point's target and at fixed columns.
+
+    ``point_targets [B, T or 1, P]`` is the target column of each point (``P = U + 1`` lattice rows for the
+    full lattice, or a band of rows per frame for the pruned loss). Returns ``(tokens [B, T, P], extras [B, T,
+    P, len(extra_columns)])``.
+    """
     columns = torch.cat(
         [
-            padded_targets.view(batch_size, 1, positions, 1).expand(batch_size, max_time, positions, 1),
-            torch.tensor(extra_columns, device=logits.device).expand(batch_size, max_time, positions, -1),
+            point_targets.unsqueeze(-1).expand(*logits.shape[:-1], 1),
+            torch.tensor(extra_columns, device=logits.device).expand(*logits.shape[:-1], -1),
         ],
         dim=-1,
     )
     log_probs = _NormalizedColumns.apply(logits, columns)
-    return log_probs[:, :, :-1, 0], log_probs[..., 1:]
+    return log_probs[..., 0], log_probs[..., 1:]
+
+
+def full_lattice_log_likelihood(
+    weights: LatticeWeights,
+    logit_lengths: torch.Tensor,
+    target_lengths: torch.Tensor,
+) -> torch.Tensor:
+    """:func:`lattice_log_likelihood` of weights computed at every lattice point ``[B, T, U + 1]`` (the label
+    weights of the last row, which no path uses, are dropped)."""
+    label_weights, blank_weights = weights
+    return lattice_log_likelihood({d: w[:, :, :-1] for d, w in label_weights.items()}, blank_weights,
+                                  logit_lengths, target_lengths)
 
 
 def reduce_losses(losses: torch.Tensor, reduction: str) -> torch.Tensor:

@@ -6,8 +6,24 @@ from typing import Sequence
 
 import torch
 
-from transdec.losses.lattice import checked_logits, lattice_log_likelihood, normalized_columns, reduce_losses
+from transdec.losses.lattice import (LatticeWeights, checked_logits, full_lattice_log_likelihood, normalized_columns,
+                                     reduce_losses, target_columns)
 from transdec.model.protocol import HeadSpec
+
+
+def multiblank_weights(logits: torch.Tensor, point_targets: torch.Tensor, big_blank_durations: Sequence[int],
+                       sigma: float = 0.0) -> LatticeWeights:
+    """Transition log-weights at lattice points: ``logits [B, T, P, C]`` in the multi-blank layout,
+    ``point_targets [B, T or 1, P]`` -> labels of duration 0 and one blank per duration (1 and the big
+    blanks'), each ``[B, T, P]``."""
+    head = HeadSpec(
+        "multiblank", num_tokens=logits.shape[-1] - len(big_blank_durations) - 1, big_blank_durations=big_blank_durations
+    )
+    blank_durations = (1, *head.big_blank_durations)
+    blank_columns = [head.blank_id] + [head.big_blank_id(i) for i in range(len(head.big_blank_durations))]
+    tokens, blank_log_probs = normalized_columns(logits, point_targets, blank_columns)
+    blanks = {d: blank_log_probs[..., i] - sigma for i, d in enumerate(blank_durations)}
+    return {0: tokens - sigma}, blanks
 
 
 def multiblank_rnnt_loss(
@@ -33,13 +49,8 @@ def multiblank_rnnt_loss(
 
     A big blank must land inside the utterance or exactly on its end.
     """
-    head = HeadSpec(
-        "multiblank", num_tokens=logits.shape[-1] - len(big_blank_durations) - 1, big_blank_durations=big_blank_durations
-    )
     logits = checked_logits(logits, targets, logit_lengths, target_lengths)
-    blank_durations = (1, *head.big_blank_durations)
-    blank_columns = [head.blank_id] + [head.big_blank_id(i) for i in range(len(head.big_blank_durations))]
-    tokens, blank_log_probs = normalized_columns(logits, targets, target_lengths, blank_columns)
-    blanks = {d: blank_log_probs[..., i] - sigma for i, d in enumerate(blank_durations)}
-    log_likelihood = lattice_log_likelihood({0: tokens - sigma}, blanks, logit_lengths, target_lengths)
+    weights = multiblank_weights(logits, target_columns(targets, target_lengths).unsqueeze(1), big_blank_durations,
+                                 sigma)
+    log_likelihood = full_lattice_log_likelihood(weights, logit_lengths, target_lengths)
     return reduce_losses(-log_likelihood, reduction)

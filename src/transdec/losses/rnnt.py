@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import torch
 
-from transdec.losses.lattice import checked_logits, lattice_log_likelihood, normalized_columns, reduce_losses
+from transdec.losses.lattice import (LatticeWeights, checked_logits, full_lattice_log_likelihood, normalized_columns,
+                                     reduce_losses, target_columns)
+
+
+def rnnt_weights(logits: torch.Tensor, point_targets: torch.Tensor) -> LatticeWeights:
+    """Transition log-weights at lattice points: ``logits [B, T, P, V + 1]`` (blank last), ``point_targets
+    [B, T or 1, P]`` -> labels of duration 0 and the blank of duration 1, each ``[B, T, P]``."""
+    tokens, blank = normalized_columns(logits, point_targets, [logits.shape[-1] - 1])
+    return {0: tokens}, {1: blank[..., 0]}
 
 
 def rnnt_loss(
@@ -24,6 +32,5 @@ def rnnt_loss(
         reduction: ``"mean"`` over utterances, ``"sum"``, or ``"none"`` for ``[B]``.
     """
     logits = checked_logits(logits, targets, logit_lengths, target_lengths)
-    tokens, blank = normalized_columns(logits, targets, target_lengths, [logits.shape[-1] - 1])
-    log_likelihood = lattice_log_likelihood({0: tokens}, {1: blank[..., 0]}, logit_lengths, target_lengths)
-    return reduce_losses(-log_likelihood, reduction)
+    weights = rnnt_weights(logits, target_columns(targets, target_lengths).unsqueeze(1))
+    return reduce_losses(-full_lattice_log_likelihood(weights, logit_lengths, target_lengths), reduction)

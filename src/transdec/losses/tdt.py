@@ -6,8 +6,22 @@ from typing import Sequence
 
 import torch
 
-from transdec.losses.lattice import checked_logits, lattice_log_likelihood, normalized_columns, reduce_losses
+from transdec.losses.lattice import (LatticeWeights, checked_logits, full_lattice_log_likelihood, normalized_columns,
+                                     reduce_losses, target_columns)
 from transdec.model.protocol import HeadSpec
+
+
+def tdt_weights(logits: torch.Tensor, point_targets: torch.Tensor, durations: Sequence[int],
+                sigma: float = 0.0) -> LatticeWeights:
+    """Transition log-weights at lattice points: ``logits [B, T, P, V + 1 + len(durations)]``, ``point_targets
+    [B, T or 1, P]`` -> a label and (durations > 0) a blank weight per duration, each ``[B, T, P]``."""
+    head = HeadSpec("tdt", num_tokens=logits.shape[-1] - len(durations) - 1, durations=durations)
+    tokens, blank = normalized_columns(logits[..., : head.num_labels], point_targets, [head.blank_id])
+    tokens, blank = tokens - sigma, blank[..., 0] - sigma
+    duration_log_probs = logits[..., head.num_labels :].log_softmax(dim=-1)  # [B, T, P, D]
+    label_weights = {d: tokens + duration_log_probs[..., i] for i, d in enumerate(head.durations)}
+    blank_weights = {d: blank + duration_log_probs[..., i] for i, d in enumerate(head.durations) if d > 0}
+    return label_weights, blank_weights
 
 
 def tdt_loss(
@@ -35,13 +49,7 @@ def tdt_loss(
     duration 0, an utterance may have no alignment at all (too many tokens for its frames); its loss is
     then about ``1e30``: filter such utterances out of training data.
     """
-    num_labels = logits.shape[-1] - len(durations)
-    head = HeadSpec("tdt", num_tokens=num_labels - 1, durations=durations)
     logits = checked_logits(logits, targets, logit_lengths, target_lengths)
-    tokens, blank = normalized_columns(logits[..., :num_labels], targets, target_lengths, [head.blank_id])
-    tokens, blank = tokens - sigma, blank[..., 0] - sigma
-    duration_log_probs = logits[..., num_labels:].log_softmax(dim=-1)  # [B, T, U + 1, D]
-    label_weights = {d: tokens + duration_log_probs[:, :, :-1, i] for i, d in enumerate(head.durations)}
-    blank_weights = {d: blank + duration_log_probs[..., i] for i, d in enumerate(head.durations) if d > 0}
-    log_likelihood = lattice_log_likelihood(label_weights, blank_weights, logit_lengths, target_lengths)
+    weights = tdt_weights(logits, target_columns(targets, target_lengths).unsqueeze(1), durations, sigma)
+    log_likelihood = full_lattice_log_likelihood(weights, logit_lengths, target_lengths)
     return reduce_losses(-log_likelihood, reduction)

@@ -62,3 +62,21 @@ class JointNetwork(nn.Module):
         return self.combine(
             self.project_encoder(encoder_out).unsqueeze(2), self.project_predictor(predictor_out).unsqueeze(1)
         )
+
+
+class SimpleJoint(nn.Module):
+    """The trivial joint of the pruned loss (:mod:`transdec.losses.pruned`): logits
+    ``encoder_output(f_t) + predictor_output(g_u)`` over the ``V`` tokens and the blank (last).
+
+    Used only in training, to place the bands where the real joint is evaluated; it is not part of a
+    model file.
+    """
+
+    def __init__(self, encoder_dim: int, predictor_dim: int, num_tokens: int) -> None:
+        super().__init__()
+        self.encoder_output = nn.Linear(encoder_dim, num_tokens + 1)
+        self.predictor_output = nn.Linear(predictor_dim, num_tokens + 1)
+
+    def forward(self, encoder_out: torch.Tensor, predictor_out: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``[B, T, De], [B, U + 1, H] -> ([B, T, V + 1], [B, U + 1, V + 1])``."""
+        return self.encoder_output(encoder_out), self.predictor_output(predictor_out)

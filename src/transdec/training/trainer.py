@@ -39,8 +39,10 @@ import torch.nn.functional as F
 from transdec.audio import load_audio
 from transdec.decoding import DecodingConfig
 from transdec.losses import transducer_loss
+from transdec.losses.pruned import pruned_transducer_loss
 from transdec.metrics import word_error_rate
 from transdec.model.checkpoint import load_model, save_model
+from transdec.model.joint import SimpleJoint
 from transdec.model.tokenizer import Tokenizer
 from transdec.model.transducer_model import ModelConfig, TransducerModel
 from transdec.training.data import Batch, ManifestEntry, bucketed_batches, collate, read_manifest
@@ -80,6 +82,9 @@ class TrainConfig:
     loader_threads: int = 2  # background threads reading the next batches
     init_from: str | None = None  # a model file (or bundled name) whose weights start a new run
     init_encoder_only: bool = False  # take only init_from's encoder (its tokenizer and outputs are not kept)
+    prune_range: int = 0  # > 0: the pruned loss with this many lattice rows per frame (0: the full lattice)
+    simple_loss_scale: float = 0.5  # weight of the pruned loss's simple loss once warmed up
+    prune_warmup_steps: int = 500  # steps over which the pruned loss's weight rises from 0.1 to 1
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
@@ -100,10 +105,20 @@ def learning_rate(step: int, config: TrainConfig, train_seconds: float = 0.0) ->
     return config.peak_lr * (floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * progress)))
 
 
-def training_loss(model: TransducerModel, batch: Batch, config: TrainConfig,
-                  generator: torch.Generator) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+def pruned_loss_weights(step: int, config: TrainConfig) -> tuple[float, float]:
+    """``(pruned, simple)`` loss weights at ``step``: while the simple joint learns where the alignments are
+    (its bands are poor at first), the pruned loss counts little and the simple loss fully (as in icefall)."""
+    progress = min(1.0, step / config.prune_warmup_steps) if config.prune_warmup_steps else 1.0
+    return 0.1 + 0.9 * progress, 1.0 - progress * (1.0 - config.simple_loss_scale)
+
+
+def training_loss(model: TransducerModel, batch: Batch, config: TrainConfig, generator: torch.Generator,
+                  simple_joint: SimpleJoint | None = None,
+                  step: int = 0) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Transducer loss (plus weighted auxiliary CTC) of one batch, mean over utterances; the batch is on the
-    model's device. The parts are detached scalars, read only when logged (reading one waits for the GPU)."""
+    model's device. With ``config.prune_range``, the transducer loss is the pruned loss (``simple_joint``
+    places its bands) plus the simple loss, weighted by :func:`pruned_loss_weights` at ``step``. The parts
+    are detached scalars, read only when logged (reading one waits for the GPU)."""
     with torch.no_grad():
         features, frame_counts = model.features(batch.waveforms, batch.waveform_lengths)
         features = spec_augment(features, frame_counts, config.specaugment, generator)
@@ -112,10 +127,20 @@ def training_loss(model: TransducerModel, batch: Batch, config: TrainConfig,
     # Predictor and joint stay in float32: they are cheap, oneDNN has no bfloat16 LSTM, and bfloat16 logits
     # of magnitude ~20 would carry errors of ~0.1 into the loss.
     predicted = model.predictor(batch.targets)
-    logits = model.joint(encoded.float(), predicted)  # [B, T, U + 1, C]
-    loss = transducer_loss(model.head, logits, batch.targets, lengths, batch.target_lengths,
-                           sigma=model.config.sigma)
-    parts = {"transducer": loss.detach()}
+    if config.prune_range:
+        if simple_joint is None:
+            raise ValueError("the pruned loss (prune_range > 0) needs a simple joint")
+        pruned, simple = pruned_transducer_loss(
+            model.head, model.joint, encoded.float(), predicted, *simple_joint(encoded.float(), predicted),
+            batch.targets, lengths, batch.target_lengths, config.prune_range, sigma=model.config.sigma)
+        pruned_weight, simple_weight = pruned_loss_weights(step, config)
+        loss = pruned_weight * pruned + simple_weight * simple
+        parts = {"transducer": pruned.detach(), "simple": simple.detach()}
+    else:
+        logits = model.joint(encoded.float(), predicted)  # [B, T, U + 1, C]
+        loss = transducer_loss(model.head, logits, batch.targets, lengths, batch.target_lengths,
+                               sigma=model.config.sigma)
+        parts = {"transducer": loss.detach()}
     if config.ctc_weight and model.ctc is not None:
         log_probs = model.ctc(encoded.float()).log_softmax(-1).transpose(0, 1)  # [T, B, V + 1]
         ctc = F.ctc_loss(log_probs, batch.targets, lengths, batch.target_lengths, blank=model.head.num_tokens,
@@ -201,13 +226,21 @@ class Trainer:
         torch.manual_seed(config.seed)
         self.device = torch.device(config.device)
         self.model = TransducerModel(model_config, tokenizer).to(self.device)
-        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=config.peak_lr, betas=(0.9, 0.98),
+        # The pruned loss's simple joint is trained along with the model but is not part of the model file.
+        self.simple_joint = SimpleJoint(model_config.encoder.model_dim, model_config.predictor.hidden_size,
+                                        model_config.head.num_tokens).to(self.device) if config.prune_range else None
+        self.optimizer = torch.optim.AdamW(self.parameters(), lr=config.peak_lr, betas=(0.9, 0.98),
                                            weight_decay=config.weight_decay)
         self.generator = torch.Generator().manual_seed(config.seed)
         self.token_ids = [tokenizer.encode(e.text) for e in self.train_entries]
         self.step, self.epoch, self.batch_in_epoch, self.train_seconds = 0, 0, 0, 0.0
         if state is not None:
+            if (self.simple_joint is not None) != ("simple_joint" in state):
+                raise ValueError(f"{latest} was saved by a run {'with' if 'simple_joint' in state else 'without'} "
+                                 "the pruned loss; resume it with the same --prune-range setting")
             self.model.load_state_dict(state["model"])
+            if self.simple_joint is not None:
+                self.simple_joint.load_state_dict(state["simple_joint"])
             self.optimizer.load_state_dict(state["optimizer"])  # moves its moments to the parameters' device
             self.generator.set_state(state["generator"])
             self.step, self.epoch = state["step"], state["epoch"]
@@ -225,6 +258,11 @@ class Trainer:
             (self.exp_dir / "train_config.json").write_text(json.dumps(
                 {"train": dataclasses.asdict(config), "model": model_config.to_dict()}, indent=2))
         self._stop_requested = False
+
+    def parameters(self) -> list[torch.nn.Parameter]:
+        """Everything the optimiser trains: the model and, with the pruned loss, the simple joint."""
+        extra = list(self.simple_joint.parameters()) if self.simple_joint is not None else []
+        return list(self.model.parameters()) + extra
 
     # ----------------------------------------------------------------------------------------- checkpoints
 
@@ -246,6 +284,8 @@ class Trainer:
             "batch_in_epoch": self.batch_in_epoch,
             "train_seconds": self.train_seconds,
         }
+        if self.simple_joint is not None:
+            state["simple_joint"] = self.simple_joint.state_dict()
         tmp = path.with_name(path.name + ".tmp")
         torch.save(state, tmp)
         os.replace(tmp, path)
@@ -346,10 +386,10 @@ class Trainer:
         batch = batch.to(self.device)
         for group in self.optimizer.param_groups:
             group["lr"] = learning_rate(self.step, self.config, self.train_seconds)
-        loss, parts = training_loss(self.model, batch, self.config, self.generator)
+        loss, parts = training_loss(self.model, batch, self.config, self.generator, self.simple_joint, self.step)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.grad_clip)
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.parameters(), self.config.grad_clip)
         if torch.isfinite(grad_norm):  # a rare non-finite batch is skipped rather than poisoning the weights
             self.optimizer.step()
         for key, value in {"loss": loss.detach(), **parts, "grad_norm": grad_norm.detach()}.items():
