@@ -75,9 +75,19 @@ $TRANSDEC train "${LATER[@]}" $(bundled_head_options tiny-en-multiblank) --exp-d
     --budget 20 --threads 1 --init-from exp/cpu3/tiny-en-multiblank.pt &
 wait
 
-# 5. The bundled files: the last five checkpoints averaged, float16; then the report for docs/models.md.
-$TRANSDEC average --exp-dir exp/cpu3/tiny-en-rnnt-2 --last 5 --half --output src/transdec/pretrained/tiny-en-rnnt.pt
-$TRANSDEC average --exp-dir exp/cpu3/tiny-en-tdt --last 5 --half --output src/transdec/pretrained/tiny-en-tdt.pt
-$TRANSDEC average --exp-dir exp/cpu3/tiny-en-multiblank-2 --last 5 --half \
-    --output src/transdec/pretrained/tiny-en-multiblank.pt
-$PY recipes/model_report.py --manifest $DATA/test.jsonl --models "${BUNDLED_NAMES[@]}" --histogram docs/emissions.png
+# 5. The first bundled files (2026-11-23, first round): the last five checkpoints averaged, float16.
+$TRANSDEC average --exp-dir exp/cpu3/tiny-en-rnnt-2 --last 5 --half --output exp/cpu3/tiny-en-rnnt-3.pt
+$TRANSDEC average --exp-dir exp/cpu3/tiny-en-tdt --last 5 --half --output exp/cpu3/tiny-en-tdt.pt
+$TRANSDEC average --exp-dir exp/cpu3/tiny-en-multiblank-2 --last 5 --half --output exp/cpu3/tiny-en-multiblank-2.pt
+
+# 6. Second round (2026-11-23): RNN-T and multi-blank continued from those files with the pruned loss (5 rows
+#    per frame, 1.67x faster steps; docs/benchmarks.md), the two at once with one thread each, 120 minutes.
+CONTINUED=(--train-manifest $DATA/train_cpu.jsonl "${COMMON[@]}" --dropout 0 --batch-seconds 100 --peak-lr 1.5e-3
+           --warmup-steps 200 --threads 1 --prune-range 5 --budget 120)
+# shellcheck disable=SC2046
+$TRANSDEC train "${CONTINUED[@]}" $(bundled_head_options tiny-en-rnnt) --exp-dir exp/cpu6/tiny-en-rnnt \
+    --init-from exp/cpu3/tiny-en-rnnt-3.pt &
+# shellcheck disable=SC2046
+$TRANSDEC train "${CONTINUED[@]}" $(bundled_head_options tiny-en-multiblank) --exp-dir exp/cpu6/tiny-en-multiblank \
+    --init-from exp/cpu3/tiny-en-multiblank-2.pt &
+wait

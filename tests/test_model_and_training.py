@@ -293,3 +293,13 @@ def test_pruned_loss_weights_warm_up() -> None:
     assert pruned_loss_weights(0, config) == pytest.approx((0.1, 1.0))
     assert pruned_loss_weights(50, config) == pytest.approx((0.55, 0.75))
     assert pruned_loss_weights(100, config) == pruned_loss_weights(10**6, config) == pytest.approx((1.0, 0.5))
+
+
+def test_a_pruned_loss_run_places_its_first_bands_with_the_ctc_head(tmp_path: Path) -> None:
+    manifest = write_corpus(tmp_path / "data", 4)
+    config = TrainConfig(str(manifest), str(manifest), str(tmp_path / "exp"), max_steps=1, threads=1,
+                         prune_range=2)
+    trainer = Trainer(config, tiny_config(HEADS[0]))
+    torch.testing.assert_close(trainer.simple_joint.encoder_output.weight, trainer.model.ctc.weight)
+    torch.testing.assert_close(trainer.simple_joint.encoder_output.bias, trainer.model.ctc.bias)
+    assert not trainer.simple_joint.predictor_output.weight.any()

@@ -77,6 +77,20 @@ class SimpleJoint(nn.Module):
         self.encoder_output = nn.Linear(encoder_dim, num_tokens + 1)
         self.predictor_output = nn.Linear(predictor_dim, num_tokens + 1)
 
+    @torch.no_grad()
+    def start_from_ctc(self, ctc: nn.Linear) -> None:
+        """Start as a CTC output layer (same layout: tokens, then blank) with no predictor term.
+
+        A trained CTC head places the pruned loss's bands well from the first step; a random simple joint
+        places them badly until it has learnt, and meanwhile the pruned loss pushes a model started from
+        trained weights towards wrong alignments. Measured on three dev batches with the first bundled
+        RNN-T: pruned loss (5 rows) 13.61 / 7.63 / 11.39 per utterance from the CTC head, the full loss
+        13.61 / 7.63 / 11.38; from a random simple joint 276.6 / 46.6 / 165.0.
+        """
+        self.encoder_output.load_state_dict(ctc.state_dict())
+        nn.init.zeros_(self.predictor_output.weight)
+        nn.init.zeros_(self.predictor_output.bias)
+
     def forward(self, encoder_out: torch.Tensor, predictor_out: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``[B, T, De], [B, U + 1, H] -> ([B, T, V + 1], [B, U + 1, V + 1])``."""
         return self.encoder_output(encoder_out), self.predictor_output(predictor_out)

@@ -255,6 +255,8 @@ class Trainer:
                 print(f"initialised from {config.init_from} ({len(notes)} tensor(s) not copied whole)")
                 for line in notes:
                     print(f"  {line}")
+            if self.simple_joint is not None and self.model.ctc is not None:
+                self.simple_joint.start_from_ctc(self.model.ctc)
             (self.exp_dir / "train_config.json").write_text(json.dumps(
                 {"train": dataclasses.asdict(config), "model": model_config.to_dict()}, indent=2))
         self._stop_requested = False
