@@ -127,22 +127,23 @@ def training_loss(model: TransducerModel, batch: Batch, config: TrainConfig, gen
     # Predictor and joint stay in float32: they are cheap, oneDNN has no bfloat16 LSTM, and bfloat16 logits
     # of magnitude ~20 would carry errors of ~0.1 into the loss.
     predicted = model.predictor(batch.targets)
+    encoded = encoded.float()
     if config.prune_range:
         if simple_joint is None:
             raise ValueError("the pruned loss (prune_range > 0) needs a simple joint")
         pruned, simple = pruned_transducer_loss(
-            model.head, model.joint, encoded.float(), predicted, *simple_joint(encoded.float(), predicted),
+            model.head, model.joint, encoded, predicted, *simple_joint(encoded, predicted),
             batch.targets, lengths, batch.target_lengths, config.prune_range, sigma=model.config.sigma)
         pruned_weight, simple_weight = pruned_loss_weights(step, config)
         loss = pruned_weight * pruned + simple_weight * simple
         parts = {"transducer": pruned.detach(), "simple": simple.detach()}
     else:
-        logits = model.joint(encoded.float(), predicted)  # [B, T, U + 1, C]
+        logits = model.joint(encoded, predicted)  # [B, T, U + 1, C]
         loss = transducer_loss(model.head, logits, batch.targets, lengths, batch.target_lengths,
                                sigma=model.config.sigma)
         parts = {"transducer": loss.detach()}
     if config.ctc_weight and model.ctc is not None:
-        log_probs = model.ctc(encoded.float()).log_softmax(-1).transpose(0, 1)  # [T, B, V + 1]
+        log_probs = model.ctc(encoded).log_softmax(-1).transpose(0, 1)  # [T, B, V + 1]
         ctc = F.ctc_loss(log_probs, batch.targets, lengths, batch.target_lengths, blank=model.head.num_tokens,
                          reduction="sum", zero_infinity=True) / len(batch.indices)
         parts["ctc"] = ctc.detach()
