@@ -16,7 +16,8 @@ much as the encoder (``docs/benchmarks.md``). The pruned loss (the idea of k2's 
 The pruned loss sums over a subset of the paths, so it is never below the full loss, and equals it when the
 band covers every row. The simple loss is an RNN-T loss whatever the head: it only places the bands (and
 trains its two projections, :class:`~transdec.model.joint.SimpleJoint`); a band that lets an RNN-T path
-through also lets one through for multi-blank and TDT, whose transitions include RNN-T's.
+through also lets one through for multi-blank, and for TDT with durations 0 and 1, whose transitions include
+RNN-T's.
 """
 
 from __future__ import annotations
