@@ -5,7 +5,9 @@ the emission histogram (tokens and blanks by frames advanced) of each model.
         --models tiny-en-rnnt tiny-en-tdt tiny-en-multiblank --histogram docs/emissions.png
 
 Speed is measured in one run for all models, on the same utterances, one utterance at a time: the encoder
-once, then greedy decoding (label-looping, exact) timed separately, best of ``--repeats`` passes.
+once, then greedy decoding timed separately, best of ``--repeats`` passes, with the two exact batch-1 paths:
+label-looping (``greedy_label``) and the per-utterance loop (``greedy_wind`` with window 1, Algorithm 1
+with plain Python control flow), the two interleaved in every pass.
 """
 
 from __future__ import annotations
@@ -31,8 +33,13 @@ def model_size(name: str) -> int:
     return (bundled_model_path(name) if name in BUNDLED_MODELS else Path(name)).stat().st_size
 
 
-def batch1_greedy_seconds(model, entries, repeats: int) -> tuple[float, float]:
-    """(encoder seconds, best decoder seconds) over ``entries``, one utterance at a time."""
+BATCH1_DECODERS = {"label-looping": DecodingConfig(strategy="greedy_label"),
+                   "per-utterance loop": DecodingConfig(strategy="greedy_wind", window_size=1)}
+
+
+def batch1_greedy_seconds(model, entries, repeats: int) -> tuple[float, dict[str, float]]:
+    """(encoder seconds, best decoder seconds of each of :data:`BATCH1_DECODERS`) over ``entries``, one
+    utterance at a time."""
     encoded = []
     start = time.perf_counter()
     with torch.inference_mode():
@@ -40,12 +47,13 @@ def batch1_greedy_seconds(model, entries, repeats: int) -> tuple[float, float]:
             batch = collate(entries, [i], [[]] * len(entries), model.sample_rate)
             encoded.append(model.encode(batch.waveforms, batch.waveform_lengths))
     encoder_seconds = time.perf_counter() - start
-    best = float("inf")
+    best = dict.fromkeys(BATCH1_DECODERS, float("inf"))
     for _ in range(repeats):
-        start = time.perf_counter()
-        for frames, lengths in encoded:
-            decode(model, frames, lengths, DecodingConfig(strategy="greedy_label"))
-        best = min(best, time.perf_counter() - start)
+        for name, config in BATCH1_DECODERS.items():
+            start = time.perf_counter()
+            for frames, lengths in encoded:
+                decode(model, frames, lengths, config)
+            best[name] = min(best[name], time.perf_counter() - start)
     return encoder_seconds, best
 
 
@@ -86,7 +94,7 @@ def main() -> None:
     parser.add_argument("--manifest", required=True)
     parser.add_argument("--models", nargs="+", required=True)
     parser.add_argument("--group-by", default="voice", help="manifest key whose values get a WER each")
-    parser.add_argument("--speed-utterances", type=int, default=200)
+    parser.add_argument("--speed-utterances", type=int, default=200, help="0: WER and emissions only, no timing")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--histogram", type=Path, default=None)
     args = parser.parse_args()
@@ -94,7 +102,8 @@ def main() -> None:
 
     entries = read_manifest(args.manifest)
     groups = sorted({str(e.extra.get(args.group_by, "all")) for e in entries})
-    speed_entries = entries[:: max(1, len(entries) // args.speed_utterances)][: args.speed_utterances]
+    speed_entries = (entries[:: max(1, len(entries) // args.speed_utterances)][: args.speed_utterances]
+                     if args.speed_utterances else [])
     audio_seconds = sum(e.duration for e in speed_entries)
     rows, histograms = [], {}
     for name in args.models:
@@ -105,21 +114,23 @@ def main() -> None:
             chosen = [i for i, e in enumerate(entries) if str(e.extra.get(args.group_by, "all")) == group]
             wer[group] = word_errors([entries[i].text for i in chosen], [hyps[i] for i in chosen]).wer
         wer["all"] = word_errors([e.text for e in entries], hyps).wer
-        encoder_s, decoder_s = batch1_greedy_seconds(model, speed_entries, args.repeats)
+        encoder_s, decoder_s = (batch1_greedy_seconds(model, speed_entries, args.repeats) if speed_entries
+                                else (float("nan"), {}))
         histograms[name] = emission_counts(model, entries)
         meta = getattr(model, "metadata", {})
         rows.append((name, wer, model.num_parameters(), model_size(name), meta.get("train_minutes"), encoder_s,
                      decoder_s))
 
-    header = ["model"] + [f"WER {g}" for g in groups] + ["WER all", "params", "size", "train min",
-                                                         "encoder s", "greedy b=1 s", "greedy RTFx"]
+    header = ["model"] + [f"WER {g}" for g in groups] + ["WER all", "params", "size", "train min", "encoder s"]
+    header += [f"{name} b=1 s (vs first model)" for name in BATCH1_DECODERS if speed_entries]
     print(f"{len(entries)} test utterances; speed on {len(speed_entries)} utterances ({audio_seconds:.0f} s audio)")
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
     for name, wer, params, size, minutes, encoder_s, decoder_s in rows:
         cells = [name] + [f"{100 * wer[g]:.2f}%" for g in groups] + [
             f"{100 * wer['all']:.2f}%", f"{params / 1e6:.2f} M", f"{size / 2**20:.1f} MB", str(minutes),
-            f"{encoder_s:.2f}", f"{decoder_s:.3f}", f"{audio_seconds / decoder_s:.0f}"]
+            f"{encoder_s:.2f}"]
+        cells += [f"{seconds:.3f} ({rows[0][-1][decoder] / seconds:.2f}x)" for decoder, seconds in decoder_s.items()]
         print("| " + " | ".join(cells) + " |")
     for name, counts in histograms.items():
         total = sum(counts.values())
