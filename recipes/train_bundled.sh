@@ -81,7 +81,8 @@ $TRANSDEC average --exp-dir exp/cpu3/tiny-en-tdt --last 5 --half --output exp/cp
 $TRANSDEC average --exp-dir exp/cpu3/tiny-en-multiblank-2 --last 5 --half --output exp/cpu3/tiny-en-multiblank-2.pt
 
 # 6. Second round (2026-11-23): RNN-T and multi-blank continued from those files with the pruned loss (5 rows
-#    per frame, 1.67x faster steps; docs/benchmarks.md), the two at once with one thread each, 120 minutes.
+#    per frame, 1.67x faster steps; docs/benchmarks.md), the two at once with one thread each, 120 minutes. (The
+#    simple joint of these two runs started random: the CTC-head start of `transdec train` came after them.)
 CONTINUED=(--train-manifest $DATA/train_cpu.jsonl "${COMMON[@]}" --dropout 0 --batch-seconds 100 --peak-lr 1.5e-3
            --warmup-steps 200 --threads 1 --prune-range 5 --budget 120)
 # shellcheck disable=SC2046
@@ -91,3 +92,38 @@ $TRANSDEC train "${CONTINUED[@]}" $(bundled_head_options tiny-en-rnnt) --exp-dir
 $TRANSDEC train "${CONTINUED[@]}" $(bundled_head_options tiny-en-multiblank) --exp-dir exp/cpu6/tiny-en-multiblank \
     --init-from exp/cpu3/tiny-en-multiblank-2.pt &
 wait
+$TRANSDEC average --exp-dir exp/cpu6/tiny-en-rnnt --last 5 --output exp/cpu6/tiny-en-rnnt.pt
+$TRANSDEC average --exp-dir exp/cpu6/tiny-en-multiblank --last 5 --output exp/cpu6/tiny-en-multiblank.pt
+
+# 7. TDT from all of the new RNN-T's weights and multi-blank continued once more, 30 minutes each at a lower
+#    peak (5e-4 after 100 warm-up steps), the two at once with one thread each.
+FINAL=(--train-manifest $DATA/train_cpu.jsonl "${COMMON[@]}" --dropout 0 --batch-seconds 100 --peak-lr 5e-4
+       --warmup-steps 100 --threads 1 --prune-range 5 --budget 30)
+# shellcheck disable=SC2046
+$TRANSDEC train "${FINAL[@]}" $(bundled_head_options tiny-en-tdt) --exp-dir exp/cpu6/tiny-en-tdt \
+    --init-from exp/cpu6/tiny-en-rnnt.pt &
+# shellcheck disable=SC2046
+$TRANSDEC train "${FINAL[@]}" $(bundled_head_options tiny-en-multiblank) --exp-dir exp/cpu6/tiny-en-multiblank-2 \
+    --init-from exp/cpu6/tiny-en-multiblank.pt &
+wait
+
+$TRANSDEC average --exp-dir exp/cpu6/tiny-en-multiblank-2 --last 5 --output exp/cpu6/tiny-en-multiblank-2.pt
+
+# 8. Third round: RNN-T and multi-blank continued once more, 105 minutes at peak 1e-3 after 200 warm-up steps,
+#    the two at once with one thread each.
+THIRD=(--train-manifest $DATA/train_cpu.jsonl "${COMMON[@]}" --dropout 0 --batch-seconds 100 --peak-lr 1e-3
+       --warmup-steps 200 --threads 1 --prune-range 5 --budget 105)
+# shellcheck disable=SC2046
+$TRANSDEC train "${THIRD[@]}" $(bundled_head_options tiny-en-rnnt) --exp-dir exp/cpu7/tiny-en-rnnt \
+    --init-from exp/cpu6/tiny-en-rnnt.pt &
+# shellcheck disable=SC2046
+$TRANSDEC train "${THIRD[@]}" $(bundled_head_options tiny-en-multiblank) --exp-dir exp/cpu7/tiny-en-multiblank \
+    --init-from exp/cpu6/tiny-en-multiblank-2.pt &
+wait
+
+# 9. The bundled files: the last five checkpoints averaged, float16; then the measurements for the docs.
+$TRANSDEC average --exp-dir exp/cpu7/tiny-en-rnnt --last 5 --half --output src/transdec/pretrained/tiny-en-rnnt.pt
+$TRANSDEC average --exp-dir exp/cpu6/tiny-en-tdt --last 5 --half --output src/transdec/pretrained/tiny-en-tdt.pt
+$TRANSDEC average --exp-dir exp/cpu7/tiny-en-multiblank --last 5 --half \
+    --output src/transdec/pretrained/tiny-en-multiblank.pt
+recipes/measure_bundled.sh
