@@ -62,6 +62,7 @@ class WindowSkipper:
         # Chain positions: the window, then where a jump from its last position can land.
         self.positions = torch.arange(window + max_advance(read), device=device)  # [M]
         self.doublings = math.ceil(math.log2(window)) if window > 1 else 0
+        self.unit_jumps = read.head.kind == "rnnt"
         self.last_frame = max(encoder_proj.shape[1] - 1, 0)
 
     def next_labels(self, predictor_proj: torch.Tensor, time: torch.Tensor, tokens_at_frame: torch.Tensor,
@@ -70,7 +71,6 @@ class WindowSkipper:
         ``active`` rows, adds the blanks' log-probs to the scores, and returns the emission at each row's
         final ``time`` (a label where ``time < length``)."""
         searching = active
-        batch = time.shape[0]
         w = self.window
         while True:
             frame_index = time.unsqueeze(1) + self.offsets  # [B, w]
@@ -80,16 +80,8 @@ class WindowSkipper:
             self.stats.joint_calls += 1
 
             step_blank = inside & emissions.is_blank
-            jump = self.positions.expand(batch, -1).clone()  # [B, M]: positions map to themselves...
-            jump[:, :w] = torch.where(step_blank, self.offsets + emissions.advance, self.offsets)  # ...or jump
-            crossed = torch.zeros(jump.shape, dtype=emissions.logprobs.dtype, device=jump.device)
-            crossed[:, :w] = torch.where(step_blank, emissions.logprobs, 0.0)
-            for _ in range(self.doublings):
-                crossed = crossed + crossed.gather(1, jump)
-                jump = jump.gather(1, jump)
-            end = jump[:, 0]  # [B]: where the chain from the window start stops
-
-            self.hyps.add_scores(searching, crossed[:, 0])
+            end, crossed = (self._first_non_blank if self.unit_jumps else self._follow_jumps)(step_blank, emissions)
+            self.hyps.add_scores(searching, crossed)
             time += torch.where(searching, end, 0)
             tokens_at_frame.masked_fill_(searching & (end > 0), 0)
             at = end.clamp(max=w - 1).unsqueeze(1)
@@ -105,3 +97,24 @@ class WindowSkipper:
             searching = searching & (end >= w) & (time < self.lengths)
             if not searching.any():
                 return found
+
+    def _follow_jumps(self, step_blank: torch.Tensor, emissions: Emissions) -> tuple[torch.Tensor, torch.Tensor]:
+        """End of the chain from position 0 and the log-prob of the blanks it crossed, ``[B]`` each, by
+        pointer doubling (see the module docstring)."""
+        w = self.window
+        jump = self.positions.expand(step_blank.shape[0], -1).clone()  # [B, M]: positions map to themselves...
+        jump[:, :w] = torch.where(step_blank, self.offsets + emissions.advance, self.offsets)  # ...or jump
+        crossed = torch.zeros(jump.shape, dtype=emissions.logprobs.dtype, device=jump.device)
+        crossed[:, :w] = torch.where(step_blank, emissions.logprobs, 0.0)
+        for _ in range(self.doublings):
+            crossed = crossed + crossed.gather(1, jump)
+            jump = jump.gather(1, jump)
+        return jump[:, 0], crossed[:, 0]
+
+    def _first_non_blank(self, step_blank: torch.Tensor, emissions: Emissions) -> tuple[torch.Tensor, torch.Tensor]:
+        """The same for RNN-T, where every blank moves one frame: the chain is the run of leading blanks,
+        found in four operations instead of the doubling's dozen (at small batches, per-operation overhead
+        rather than arithmetic sets the cost)."""
+        leading_blanks = step_blank.long().cumprod(dim=1)  # [B, w]
+        crossed = torch.where(leading_blanks.bool(), emissions.logprobs, 0.0).sum(dim=1)
+        return leading_blanks.sum(dim=1), crossed
