@@ -97,13 +97,13 @@ $TRANSDEC average --exp-dir exp/cpu6/tiny-en-multiblank --last 5 --output exp/cp
 
 # 7. TDT from all of the new RNN-T's weights and multi-blank continued once more, 30 minutes each at a lower
 #    peak (5e-4 after 100 warm-up steps), the two at once with one thread each.
-FINAL=(--train-manifest $DATA/train_cpu.jsonl "${COMMON[@]}" --dropout 0 --batch-seconds 100 --peak-lr 5e-4
+LOWER_PEAK=(--train-manifest $DATA/train_cpu.jsonl "${COMMON[@]}" --dropout 0 --batch-seconds 100 --peak-lr 5e-4
        --warmup-steps 100 --threads 1 --prune-range 5 --budget 30)
 # shellcheck disable=SC2046
-$TRANSDEC train "${FINAL[@]}" $(bundled_head_options tiny-en-tdt) --exp-dir exp/cpu6/tiny-en-tdt \
+$TRANSDEC train "${LOWER_PEAK[@]}" $(bundled_head_options tiny-en-tdt) --exp-dir exp/cpu6/tiny-en-tdt \
     --init-from exp/cpu6/tiny-en-rnnt.pt &
 # shellcheck disable=SC2046
-$TRANSDEC train "${FINAL[@]}" $(bundled_head_options tiny-en-multiblank) --exp-dir exp/cpu6/tiny-en-multiblank-2 \
+$TRANSDEC train "${LOWER_PEAK[@]}" $(bundled_head_options tiny-en-multiblank) --exp-dir exp/cpu6/tiny-en-multiblank-2 \
     --init-from exp/cpu6/tiny-en-multiblank.pt &
 wait
 
@@ -126,7 +126,7 @@ $TRANSDEC average --exp-dir exp/cpu7/tiny-en-rnnt --last 5 --output exp/cpu7/tin
 # 9. TDT again, from all of the third-round RNN-T's weights: 22 minutes with both threads, peak 5e-4 after 100
 #    warm-up steps.
 # shellcheck disable=SC2046
-$TRANSDEC train "${FINAL[@]}" --threads 2 --budget 22 $(bundled_head_options tiny-en-tdt) \
+$TRANSDEC train "${LOWER_PEAK[@]}" --threads 2 --budget 22 $(bundled_head_options tiny-en-tdt) \
     --exp-dir exp/cpu7/tiny-en-tdt --init-from exp/cpu7/tiny-en-rnnt.pt
 
 # 10. The bundled files: the last five checkpoints averaged, float16; then the measurements for the docs.

@@ -23,8 +23,9 @@ the blanks it crossed, for every row at once and without a data-dependent loop. 
 * ``t + k* >= length``: the utterance is finished;
 * otherwise the chain jumped past the window: the next window starts at ``t + k*``.
 
-RNN-T is the special case where every chain step is +1, i.e. the first non-blank; for multi-blank and TDT
-this rule gives output identical to the reference, which the tests check for windows 1 to 64.
+RNN-T is the special case where every chain step is +1, i.e. the first non-blank, which it finds directly
+from the run of leading blanks; for multi-blank and TDT the doubling gives output identical to the
+reference. The tests check every head for windows 1 to 64.
 """
 
 from __future__ import annotations
@@ -62,7 +63,8 @@ class WindowSkipper:
         # Chain positions: the window, then where a jump from its last position can land.
         self.positions = torch.arange(window + max_advance(read), device=device)  # [M]
         self.doublings = math.ceil(math.log2(window)) if window > 1 else 0
-        self.unit_jumps = read.head.kind == "rnnt"
+        # RNN-T blanks all move one frame, so its chain is simply the run of leading blanks.
+        self._chain_end = self._first_non_blank if read.head.kind == "rnnt" else self._follow_jumps
         self.last_frame = max(encoder_proj.shape[1] - 1, 0)
 
     def next_labels(self, predictor_proj: torch.Tensor, time: torch.Tensor, tokens_at_frame: torch.Tensor,
@@ -80,7 +82,7 @@ class WindowSkipper:
             self.stats.joint_calls += 1
 
             step_blank = inside & emissions.is_blank
-            end, crossed = (self._first_non_blank if self.unit_jumps else self._follow_jumps)(step_blank, emissions)
+            end, crossed = self._chain_end(step_blank, emissions)
             self.hyps.add_scores(searching, crossed)
             time += torch.where(searching, end, 0)
             tokens_at_frame.masked_fill_(searching & (end > 0), 0)
