@@ -130,7 +130,7 @@ $TRANSDEC average --exp-dir exp/cpu7/tiny-en-multiblank --last 5 --output exp/cp
 $TRANSDEC train "${LOWER_PEAK[@]}" --threads 2 --budget 22 $(bundled_head_options tiny-en-tdt) \
     --exp-dir exp/cpu7/tiny-en-tdt --init-from exp/cpu7/tiny-en-rnnt.pt
 
-# 10. More Piper (2026-11-23): the third-round RNN-T had 1.6% greedy WER on its own Piper training utterances
+# 10. More Piper (2026-11-24): the third-round RNN-T had 1.6% greedy WER on its own Piper training utterances
 #     but 18% on held-out Piper ones, so it had learnt the 6,000 Piper utterances rather than the voice.
 #     Piper now also reads the first 10,155 espeak-ng training sentences (synthesis was stopped there after
 #     26 minutes on the 2 cores); every Piper utterance is listed twice (78,310 lines in all).
