@@ -166,9 +166,47 @@ $TRANSDEC average --exp-dir exp/cpu8/tiny-en-rnnt --last 5 --output exp/cpu8/tin
 $TRANSDEC train "${LOWER_PEAK[@]}" --train-manifest $DATA/train_cpu2.jsonl --threads 2 --budget 12 \
     $(bundled_head_options tiny-en-tdt) --exp-dir exp/cpu8/tiny-en-tdt --init-from exp/cpu8/tiny-en-rnnt.pt
 
-# 12. The bundled files: the last five checkpoints averaged, float16; then the measurements for the docs.
-$TRANSDEC average --exp-dir exp/cpu8/tiny-en-rnnt --last 5 --half --output src/transdec/pretrained/tiny-en-rnnt.pt
-$TRANSDEC average --exp-dir exp/cpu8/tiny-en-tdt --last 5 --half --output src/transdec/pretrained/tiny-en-tdt.pt
-$TRANSDEC average --exp-dir exp/cpu8/tiny-en-multiblank --last 5 --half \
+# 12. Fifth round (2026-11-24): multi-blank first continued 30 minutes on the step-10 data, one thread, while
+#     Piper read espeak-ng training sentences 10,155-16,187 on the other core (synthesis stopped when the run
+#     ended); then RNN-T (from step 10) and multi-blank continued 62 minutes each on all 16,188 extra Piper
+#     utterances (every Piper utterance listed twice, 90,376 lines), same settings as step 10.
+$TRANSDEC average --exp-dir exp/cpu8/tiny-en-multiblank --last 5 --output exp/cpu8/tiny-en-multiblank.pt
+EXTRA_PIPER_5=${EXTRA_PIPER_5:-16188}
+$PY recipes/synthetic_corpus.py text --out $DATA --train-piper-extra "$EXTRA_PIPER_5"
+$PY recipes/synthetic_corpus.py audio --out $DATA --splits train_piper_extra --audio-format wav --jobs 1 &
+# shellcheck disable=SC2046
+$TRANSDEC train "${LOWER_PEAK[@]}" --train-manifest $DATA/train_cpu2.jsonl --budget 30 \
+    $(bundled_head_options tiny-en-multiblank) --exp-dir exp/cpu9/tiny-en-multiblank \
+    --init-from exp/cpu8/tiny-en-multiblank.pt
+$TRANSDEC average --exp-dir exp/cpu9/tiny-en-multiblank --last 5 --output exp/cpu9/tiny-en-multiblank.pt
+wait
+$PY recipes/synthetic_corpus.py manifest --out $DATA --splits train_piper_extra --audio-format wav
+$PY - <<'PY'
+import json
+lines = [line for name in ("train", "train_piper_extra")
+         for line in open(f"data/synth/{name}.jsonl").read().splitlines()]
+with open("data/synth/train_cpu3.jsonl", "w") as f:
+    for line in lines:
+        f.write((line + "\n") * (2 if json.loads(line)["voice"] == "piper" else 1))
+PY
+# shellcheck disable=SC2046
+$TRANSDEC train "${LOWER_PEAK[@]}" --train-manifest $DATA/train_cpu3.jsonl --budget 62 \
+    $(bundled_head_options tiny-en-rnnt) --exp-dir exp/cpu9/tiny-en-rnnt --init-from exp/cpu8/tiny-en-rnnt.pt &
+# shellcheck disable=SC2046
+$TRANSDEC train "${LOWER_PEAK[@]}" --train-manifest $DATA/train_cpu3.jsonl --budget 62 \
+    $(bundled_head_options tiny-en-multiblank) --exp-dir exp/cpu9/tiny-en-multiblank-2 \
+    --init-from exp/cpu9/tiny-en-multiblank.pt &
+wait
+$TRANSDEC average --exp-dir exp/cpu9/tiny-en-rnnt --last 5 --output exp/cpu9/tiny-en-rnnt.pt
+
+# 13. TDT again, from all of the fifth-round RNN-T's weights, as in step 11.
+# shellcheck disable=SC2046
+$TRANSDEC train "${LOWER_PEAK[@]}" --train-manifest $DATA/train_cpu3.jsonl --threads 2 --budget 12 \
+    $(bundled_head_options tiny-en-tdt) --exp-dir exp/cpu9/tiny-en-tdt --init-from exp/cpu9/tiny-en-rnnt.pt
+
+# 14. The bundled files: the last five checkpoints averaged, float16; then the measurements for the docs.
+$TRANSDEC average --exp-dir exp/cpu9/tiny-en-rnnt --last 5 --half --output src/transdec/pretrained/tiny-en-rnnt.pt
+$TRANSDEC average --exp-dir exp/cpu9/tiny-en-tdt --last 5 --half --output src/transdec/pretrained/tiny-en-tdt.pt
+$TRANSDEC average --exp-dir exp/cpu9/tiny-en-multiblank-2 --last 5 --half \
     --output src/transdec/pretrained/tiny-en-multiblank.pt
 recipes/measure_bundled.sh
