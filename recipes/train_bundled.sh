@@ -134,18 +134,25 @@ $TRANSDEC train "${LOWER_PEAK[@]}" --threads 2 --budget 22 $(bundled_head_option
 #     but 18% on held-out Piper ones, so it had learnt the 6,000 Piper utterances rather than the voice.
 #     Piper now also reads the first 10,155 espeak-ng training sentences (synthesis was stopped there after
 #     26 minutes on the 2 cores); every Piper utterance is listed twice (78,310 lines in all).
-EXTRA_PIPER=${EXTRA_PIPER:-10155}
-$PY recipes/synthetic_corpus.py text --out $DATA --train-piper-extra "$EXTRA_PIPER"
-$PY recipes/synthetic_corpus.py audio --out $DATA --splits train_piper_extra --audio-format wav
-$PY recipes/synthetic_corpus.py manifest --out $DATA --splits train_piper_extra --audio-format wav
-$PY - <<'PY'
+# The manifest of the later rounds: train and train_piper_extra, every Piper utterance listed twice.
+piper_twice_manifest() {  # piper_twice_manifest OUT.jsonl
+    $PY recipes/synthetic_corpus.py manifest --out $DATA --splits train_piper_extra --audio-format wav
+    $PY - "$DATA" "$1" <<'PY'
 import json
+import sys
+
+data, out = sys.argv[1:]
 lines = [line for name in ("train", "train_piper_extra")
-         for line in open(f"data/synth/{name}.jsonl").read().splitlines()]
-with open("data/synth/train_cpu2.jsonl", "w") as f:
+         for line in open(f"{data}/{name}.jsonl").read().splitlines()]
+with open(out, "w") as f:
     for line in lines:
         f.write((line + "\n") * (2 if json.loads(line)["voice"] == "piper" else 1))
 PY
+}
+EXTRA_PIPER=${EXTRA_PIPER:-10155}
+$PY recipes/synthetic_corpus.py text --out $DATA --train-piper-extra "$EXTRA_PIPER"
+$PY recipes/synthetic_corpus.py audio --out $DATA --splits train_piper_extra --audio-format wav
+piper_twice_manifest $DATA/train_cpu2.jsonl
 
 #     Fourth round on it (2026-11-24): RNN-T and multi-blank continued from the third-round averages (that
 #     session's exp/ was gone, so from their float16 copies, the bundled files of commit f726916), 62 minutes at
@@ -180,15 +187,7 @@ $TRANSDEC train "${LOWER_PEAK[@]}" --train-manifest $DATA/train_cpu2.jsonl --bud
     --init-from exp/cpu8/tiny-en-multiblank.pt
 $TRANSDEC average --exp-dir exp/cpu9/tiny-en-multiblank --last 5 --output exp/cpu9/tiny-en-multiblank.pt
 wait
-$PY recipes/synthetic_corpus.py manifest --out $DATA --splits train_piper_extra --audio-format wav
-$PY - <<'PY'
-import json
-lines = [line for name in ("train", "train_piper_extra")
-         for line in open(f"data/synth/{name}.jsonl").read().splitlines()]
-with open("data/synth/train_cpu3.jsonl", "w") as f:
-    for line in lines:
-        f.write((line + "\n") * (2 if json.loads(line)["voice"] == "piper" else 1))
-PY
+piper_twice_manifest $DATA/train_cpu3.jsonl
 # shellcheck disable=SC2046
 $TRANSDEC train "${LOWER_PEAK[@]}" --train-manifest $DATA/train_cpu3.jsonl --budget 62 \
     $(bundled_head_options tiny-en-rnnt) --exp-dir exp/cpu9/tiny-en-rnnt --init-from exp/cpu8/tiny-en-rnnt.pt &
