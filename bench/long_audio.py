@@ -3,7 +3,8 @@
     .venv/bin/python bench/long_audio.py --model tiny-en-rnnt --minutes 60
 
 The recording is encoded in overlapping windows (``transdec.long_audio``) and decoded in one pass, so
-memory grows with the waveform and the encoder frames, not with attention over the whole recording.
+memory grows with the waveform and the encoder frames, not with attention over the whole recording. Like
+``transdec transcribe``, it keeps glibc's malloc defaults unless ``TRANSDEC_GLIBC_MALLOC=keep``.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import numpy as np
 
 import transdec
 from transdec.audio import load_audio
+from transdec.runtime import configure_malloc
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -26,6 +28,7 @@ def main() -> None:
     parser.add_argument("--model", default="tiny-en-rnnt")
     parser.add_argument("--minutes", type=float, default=60.0)
     args = parser.parse_args()
+    kept = configure_malloc("default")  # as `transdec transcribe` does
     model = transdec.load_model(args.model)
     pause = np.zeros(model.sample_rate // 2, dtype=np.float32)
     pieces = []
@@ -42,7 +45,7 @@ def main() -> None:
     print(f"{args.minutes:g} min of audio ({recording.nbytes / 2**20:.0f} MiB of samples): {seconds:.1f} s "
           f"(RTFx {samples / model.sample_rate / seconds:.0f}), {len(result.words)} words, last ends at "
           f"{result.words[-1].end if result.words else 0:.1f} s; peak RSS {peak:.0f} MiB ({before:.0f} MiB "
-          "before transcribing)")
+          f"before transcribing; glibc keeping freed memory: {kept})")
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import json
 import statistics
 import time
 
@@ -22,6 +23,7 @@ from transdec.model.joint import SimpleJoint
 from transdec.model.protocol import HeadSpec
 from transdec.model.tokenizer import Tokenizer
 from transdec.model.transducer_model import ModelConfig, PredictorConfig, TransducerModel
+from transdec.runtime import configure_malloc
 from transdec.training.data import bucketed_batches, collate, read_manifest
 from transdec.training.specaugment import SpecAugmentConfig
 from transdec.training.trainer import TrainConfig, training_loss
@@ -46,7 +48,9 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--prune-ranges", type=int, nargs="+", default=[0, 5],
                         help="settings to compare: 0 = full lattice, S > 0 = pruned loss with S rows per frame")
+    parser.add_argument("--json", help="also write the medians here: {prune_range: {phase: seconds}}")
     args = parser.parse_args()
+    configure_malloc("keep")  # as `transdec train` does
     torch.set_num_threads(args.threads)
     torch.set_flush_denormal(True)
 
@@ -102,6 +106,10 @@ def main() -> None:
     baseline = statistics.median(next(iter(runs.values()))[-1]["total"])
     print("| step speed vs first | " + " | ".join(
         f"{baseline / statistics.median(run[-1]['total']):.2f}x" for run in runs.values()) + " |")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({p: {phase: statistics.median(times) for phase, times in run[-1].items()}
+                       for p, run in runs.items()}, f)
 
 
 if __name__ == "__main__":

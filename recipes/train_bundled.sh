@@ -203,9 +203,34 @@ $TRANSDEC average --exp-dir exp/cpu9/tiny-en-rnnt --last 5 --output exp/cpu9/tin
 $TRANSDEC train "${LOWER_PEAK[@]}" --train-manifest $DATA/train_cpu3.jsonl --threads 2 --budget 12 \
     $(bundled_head_options tiny-en-tdt) --exp-dir exp/cpu9/tiny-en-tdt --init-from exp/cpu9/tiny-en-rnnt.pt
 
-# 14. The bundled files: the last five checkpoints averaged, float16; then the measurements for the docs.
-$TRANSDEC average --exp-dir exp/cpu9/tiny-en-rnnt --last 5 --half --output src/transdec/pretrained/tiny-en-rnnt.pt
-$TRANSDEC average --exp-dir exp/cpu9/tiny-en-tdt --last 5 --half --output src/transdec/pretrained/tiny-en-tdt.pt
-$TRANSDEC average --exp-dir exp/cpu9/tiny-en-multiblank-2 --last 5 --half \
+# 14. Sixth round (2026-11-24): Piper read espeak-ng training sentences 16,188-29,999 too (two processes, 34
+#     minutes; 30,000 extra Piper utterances, every Piper utterance listed twice, 118,000 lines); then RNN-T and
+#     multi-blank continued 95 minutes each from the fifth-round averages, same settings as step 10. (A
+#     session ended 3.5 minutes into runs started with a 62-minute budget; they resumed with 95, and from
+#     minute 11 on with tcmalloc preloaded, 1.27x more steps per minute; `transdec train` now keeps freed
+#     memory itself, docs/benchmarks.md, "Memory allocator".)
+$PY recipes/synthetic_corpus.py text --out $DATA --train-piper-extra 30000
+$PY recipes/synthetic_corpus.py audio --out $DATA --splits train_piper_extra --audio-format wav
+piper_twice_manifest $DATA/train_cpu4.jsonl
+$TRANSDEC average --exp-dir exp/cpu9/tiny-en-multiblank-2 --last 5 --output exp/cpu9/tiny-en-multiblank-2.pt
+# shellcheck disable=SC2046
+$TRANSDEC train "${LOWER_PEAK[@]}" --train-manifest $DATA/train_cpu4.jsonl --budget 95 \
+    $(bundled_head_options tiny-en-rnnt) --exp-dir exp/cpu10/tiny-en-rnnt --init-from exp/cpu9/tiny-en-rnnt.pt &
+# shellcheck disable=SC2046
+$TRANSDEC train "${LOWER_PEAK[@]}" --train-manifest $DATA/train_cpu4.jsonl --budget 95 \
+    $(bundled_head_options tiny-en-multiblank) --exp-dir exp/cpu10/tiny-en-multiblank \
+    --init-from exp/cpu9/tiny-en-multiblank-2.pt &
+wait
+$TRANSDEC average --exp-dir exp/cpu10/tiny-en-rnnt --last 5 --output exp/cpu10/tiny-en-rnnt.pt
+
+# 15. TDT again, from all of the sixth-round RNN-T's weights, as in step 11.
+# shellcheck disable=SC2046
+$TRANSDEC train "${LOWER_PEAK[@]}" --train-manifest $DATA/train_cpu4.jsonl --threads 2 --budget 12 \
+    $(bundled_head_options tiny-en-tdt) --exp-dir exp/cpu10/tiny-en-tdt --init-from exp/cpu10/tiny-en-rnnt.pt
+
+# 16. The bundled files: the last five checkpoints averaged, float16; then the measurements for the docs.
+$TRANSDEC average --exp-dir exp/cpu10/tiny-en-rnnt --last 5 --half --output src/transdec/pretrained/tiny-en-rnnt.pt
+$TRANSDEC average --exp-dir exp/cpu10/tiny-en-tdt --last 5 --half --output src/transdec/pretrained/tiny-en-tdt.pt
+$TRANSDEC average --exp-dir exp/cpu10/tiny-en-multiblank --last 5 --half \
     --output src/transdec/pretrained/tiny-en-multiblank.pt
 recipes/measure_bundled.sh
