@@ -23,15 +23,16 @@ import sys
 import tempfile
 from pathlib import Path
 
+from transdec.runtime import MALLOC_ENV
+
 ROOT = Path(__file__).resolve().parent.parent
 PRELOADED = {"tcmalloc": "tcmalloc_minimal", "jemalloc": "jemalloc"}
 
 
 def allocator_settings() -> dict[str, dict[str, str]]:
     """Setting name -> environment for its children, for the allocators installed here."""
-    glibc_default = {"TRANSDEC_GLIBC_MALLOC": "default", "LD_PRELOAD": ""}
-    settings = {"glibc defaults": glibc_default,
-                "glibc, freed memory kept": {"TRANSDEC_GLIBC_MALLOC": "keep", "LD_PRELOAD": ""}}
+    glibc_default = {MALLOC_ENV: "default", "LD_PRELOAD": ""}
+    settings = {"glibc defaults": glibc_default, "glibc, freed memory kept": {MALLOC_ENV: "keep", "LD_PRELOAD": ""}}
     for name, library in PRELOADED.items():
         soname = ctypes.util.find_library(library)
         if soname:

@@ -59,6 +59,8 @@ def decoding_threads(device: torch.device | str, num_threads: int | None = None)
 #: Blocks below this size come from the heap, and up to this much freed memory stays in the process.
 KEPT_FREED_BYTES = 1 << 30
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # mallopt parameters, from glibc's <malloc.h>
+#: The environment variable that overrides a command's choice, and its values.
+MALLOC_ENV = "TRANSDEC_GLIBC_MALLOC"
 MALLOC_SETTINGS = ("keep", "default")
 
 
@@ -80,7 +82,7 @@ def keep_freed_memory() -> bool:
 def configure_malloc(default: str) -> bool:
     """Apply ``$TRANSDEC_GLIBC_MALLOC`` (``keep`` or ``default``), or ``default`` when it is unset; returns
     whether freed memory is now kept."""
-    choice = os.environ.get("TRANSDEC_GLIBC_MALLOC") or default
+    choice = os.environ.get(MALLOC_ENV) or default
     if choice not in MALLOC_SETTINGS:
-        raise ValueError(f"TRANSDEC_GLIBC_MALLOC must be one of {', '.join(MALLOC_SETTINGS)}, got {choice!r}")
+        raise ValueError(f"{MALLOC_ENV} must be one of {', '.join(MALLOC_SETTINGS)}, got {choice!r}")
     return choice == "keep" and keep_freed_memory()
