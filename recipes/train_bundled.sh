@@ -149,10 +149,12 @@ with open(out, "w") as f:
         f.write((line + "\n") * (2 if json.loads(line)["voice"] == "piper" else 1))
 PY
 }
-EXTRA_PIPER=${EXTRA_PIPER:-10155}
-$PY recipes/synthetic_corpus.py text --out $DATA --train-piper-extra "$EXTRA_PIPER"
-$PY recipes/synthetic_corpus.py audio --out $DATA --splits train_piper_extra --audio-format wav
-piper_twice_manifest $DATA/train_cpu2.jsonl
+more_piper() {  # more_piper N OUT.jsonl: Piper also reads the first N espeak-ng training sentences
+    $PY recipes/synthetic_corpus.py text --out $DATA --train-piper-extra "$1"
+    $PY recipes/synthetic_corpus.py audio --out $DATA --splits train_piper_extra --audio-format wav
+    piper_twice_manifest "$2"
+}
+more_piper "${EXTRA_PIPER:-10155}" $DATA/train_cpu2.jsonl
 
 #     Fourth round on it (2026-11-24): RNN-T and multi-blank continued from the third-round averages (that
 #     session's exp/ was gone, so from their float16 copies, the bundled files of commit f726916), 62 minutes at
@@ -209,9 +211,7 @@ $TRANSDEC train "${LOWER_PEAK[@]}" --train-manifest $DATA/train_cpu3.jsonl --thr
 #     session ended 3.5 minutes into runs started with a 62-minute budget; they resumed with 95, and from
 #     minute 11 on with tcmalloc preloaded, 1.27x more steps per minute; `transdec train` now keeps freed
 #     memory itself, docs/benchmarks.md, "Memory allocator".)
-$PY recipes/synthetic_corpus.py text --out $DATA --train-piper-extra 30000
-$PY recipes/synthetic_corpus.py audio --out $DATA --splits train_piper_extra --audio-format wav
-piper_twice_manifest $DATA/train_cpu4.jsonl
+more_piper 30000 $DATA/train_cpu4.jsonl
 $TRANSDEC average --exp-dir exp/cpu9/tiny-en-multiblank-2 --last 5 --output exp/cpu9/tiny-en-multiblank-2.pt
 # shellcheck disable=SC2046
 $TRANSDEC train "${LOWER_PEAK[@]}" --train-manifest $DATA/train_cpu4.jsonl --budget 95 \
@@ -228,9 +228,31 @@ $TRANSDEC average --exp-dir exp/cpu10/tiny-en-rnnt --last 5 --output exp/cpu10/t
 $TRANSDEC train "${LOWER_PEAK[@]}" --train-manifest $DATA/train_cpu4.jsonl --threads 2 --budget 12 \
     $(bundled_head_options tiny-en-tdt) --exp-dir exp/cpu10/tiny-en-tdt --init-from exp/cpu10/tiny-en-rnnt.pt
 
-# 16. The bundled files: the last five checkpoints averaged, float16; then the measurements for the docs.
-$TRANSDEC average --exp-dir exp/cpu10/tiny-en-rnnt --last 5 --half --output src/transdec/pretrained/tiny-en-rnnt.pt
-$TRANSDEC average --exp-dir exp/cpu10/tiny-en-tdt --last 5 --half --output src/transdec/pretrained/tiny-en-tdt.pt
-$TRANSDEC average --exp-dir exp/cpu10/tiny-en-multiblank --last 5 --half \
+# 16. Seventh round (2026-11-24): Piper read the remaining espeak-ng training sentences too (46,000 extra Piper
+#     utterances, every Piper utterance listed twice, 150,000 lines; 40 minutes on the 2 cores); then RNN-T
+#     continued 90 minutes and TDT 18 minutes from its average on one core while multi-blank continued 110
+#     minutes on the other, all from the sixth-round averages, same settings as step 10 (the runs had tcmalloc
+#     preloaded, as in step 14).
+more_piper 46000 $DATA/train_cpu5.jsonl
+$TRANSDEC average --exp-dir exp/cpu10/tiny-en-multiblank --last 5 --output exp/cpu10/tiny-en-multiblank.pt
+(
+    # shellcheck disable=SC2046
+    $TRANSDEC train "${LOWER_PEAK[@]}" --train-manifest $DATA/train_cpu5.jsonl --budget 90 \
+        $(bundled_head_options tiny-en-rnnt) --exp-dir exp/cpu11/tiny-en-rnnt --init-from exp/cpu10/tiny-en-rnnt.pt
+    $TRANSDEC average --exp-dir exp/cpu11/tiny-en-rnnt --last 5 --output exp/cpu11/tiny-en-rnnt.pt
+    # shellcheck disable=SC2046
+    $TRANSDEC train "${LOWER_PEAK[@]}" --train-manifest $DATA/train_cpu5.jsonl --budget 18 \
+        $(bundled_head_options tiny-en-tdt) --exp-dir exp/cpu11/tiny-en-tdt --init-from exp/cpu11/tiny-en-rnnt.pt
+) &
+# shellcheck disable=SC2046
+$TRANSDEC train "${LOWER_PEAK[@]}" --train-manifest $DATA/train_cpu5.jsonl --budget 110 \
+    $(bundled_head_options tiny-en-multiblank) --exp-dir exp/cpu11/tiny-en-multiblank \
+    --init-from exp/cpu10/tiny-en-multiblank.pt &
+wait
+
+# 17. The bundled files: the last five checkpoints averaged, float16; then the measurements for the docs.
+$TRANSDEC average --exp-dir exp/cpu11/tiny-en-rnnt --last 5 --half --output src/transdec/pretrained/tiny-en-rnnt.pt
+$TRANSDEC average --exp-dir exp/cpu11/tiny-en-tdt --last 5 --half --output src/transdec/pretrained/tiny-en-tdt.pt
+$TRANSDEC average --exp-dir exp/cpu11/tiny-en-multiblank --last 5 --half \
     --output src/transdec/pretrained/tiny-en-multiblank.pt
 recipes/measure_bundled.sh
