@@ -229,10 +229,10 @@ $TRANSDEC train "${LOWER_PEAK[@]}" --train-manifest $DATA/train_cpu4.jsonl --thr
     $(bundled_head_options tiny-en-tdt) --exp-dir exp/cpu10/tiny-en-tdt --init-from exp/cpu10/tiny-en-rnnt.pt
 
 # 16. Seventh round (2026-11-24): Piper read the remaining espeak-ng training sentences too (46,000 extra Piper
-#     utterances, every Piper utterance listed twice, 150,000 lines; 40 minutes on the 2 cores); then RNN-T
-#     continued 90 minutes and TDT 18 minutes from its average on one core while multi-blank continued 110
-#     minutes on the other, all from the sixth-round averages, same settings as step 10 (the runs had tcmalloc
-#     preloaded, as in step 14).
+#     utterances, every Piper utterance listed twice, 150,000 lines; the last 16,000 took 40 minutes on the 2
+#     cores); then RNN-T continued 90 minutes and TDT 18 minutes from its average on one core while
+#     multi-blank continued 110 minutes on the other, all from the sixth-round averages, same settings as
+#     step 10 (the runs had tcmalloc preloaded, as in step 14).
 more_piper 46000 $DATA/train_cpu5.jsonl
 $TRANSDEC average --exp-dir exp/cpu10/tiny-en-multiblank --last 5 --output exp/cpu10/tiny-en-multiblank.pt
 (
@@ -251,8 +251,7 @@ $TRANSDEC train "${LOWER_PEAK[@]}" --train-manifest $DATA/train_cpu5.jsonl --bud
 wait
 
 # 17. The bundled files: the last five checkpoints averaged, float16; then the measurements for the docs.
-$TRANSDEC average --exp-dir exp/cpu11/tiny-en-rnnt --last 5 --half --output src/transdec/pretrained/tiny-en-rnnt.pt
-$TRANSDEC average --exp-dir exp/cpu11/tiny-en-tdt --last 5 --half --output src/transdec/pretrained/tiny-en-tdt.pt
-$TRANSDEC average --exp-dir exp/cpu11/tiny-en-multiblank --last 5 --half \
-    --output src/transdec/pretrained/tiny-en-multiblank.pt
+for name in "${BUNDLED_NAMES[@]}"; do
+    $TRANSDEC average --exp-dir exp/cpu11/$name --last 5 --half --output src/transdec/pretrained/$name.pt
+done
 recipes/measure_bundled.sh
