@@ -17,6 +17,9 @@ Voices, reported as two families:
   length, noise and width scales, resampled from 22.05 kHz to 16 kHz with soxr.
 ``--train-piper-extra N`` plans one more split, ``train_piper_extra``: Piper reading the first N espeak-ng
 training sentences (the minority voice on more texts; no new sentences, so the splits stay disjoint).
+``--train-wordnet N`` plans ``train_wordnet``: N new texts, the usage examples of WordNet (Debian
+`wordnet-base`; modern English, where the Bible and the fortunes are not), each read by both voice families.
+Only examples that the hash puts in training and that no other split has are used, so dev and test stay unseen.
 Every utterance then gets a random gain and, most of the time, white noise at 15-40 dB SNR, and is stored
 as 16-bit FLAC at 16 kHz. The plan (text, voice, every random setting) is fixed by the seed, so a rerun
 produces the same corpus.
@@ -53,6 +56,7 @@ ABBREVIATIONS = {"mr", "mrs", "ms", "dr", "st", "jr", "sr", "vs", "etc", "ie", "
                  "prof", "gen", "col", "capt", "lt", "sgt", "rev", "ft", "oz", "lb", "mt", "ave"}
 MIN_WORDS, MAX_WORDS = 3, 24
 EXTRA_SPLIT = "train_piper_extra"
+WORDNET_SPLIT = "train_wordnet"
 
 
 @dataclass
@@ -126,6 +130,17 @@ def fortune_sentences(fortune_dir: Path = Path("/usr/share/games/fortunes")) -> 
     return sentences
 
 
+def wordnet_sentences(wordnet_dir: Path = Path("/usr/share/wordnet")) -> list[str]:
+    """The quoted usage examples in the glosses of WordNet's synsets."""
+    sentences = []
+    for part_of_speech in ("noun", "verb", "adj", "adv"):
+        text = (wordnet_dir / f"data.{part_of_speech}").read_text(encoding="utf-8", errors="replace")
+        for line in text.splitlines():
+            if not line.startswith(" "):  # indented lines are the licence
+                sentences.extend(re.findall(r'"([^"]+)"', line.partition(" | ")[2]))
+    return sentences
+
+
 def split_of(text: str, dev_per_mille: int, test_per_mille: int) -> str:
     bucket = int(hashlib.sha1(text.encode()).hexdigest(), 16) % 1000
     if bucket < test_per_mille:
@@ -166,6 +181,22 @@ def plan_corpus(args: argparse.Namespace) -> dict[str, list[Utterance]]:
         rng = random.Random(f"{args.seed}-{EXTRA_SPLIT}")
         plans[EXTRA_SPLIT] = [plan_utterance(rng, EXTRA_SPLIT, i, "piper", norm, original)
                               for i, (norm, original) in enumerate(by_split["train"][: args.train_piper_extra])]
+    if args.train_wordnet:
+        new: dict[str, str] = {}
+        for sentence in wordnet_sentences():
+            norm = normalize(sentence)
+            if (norm and norm not in seen and norm not in new
+                    and split_of(norm, args.dev_per_mille, args.test_per_mille) == "train"):
+                new[norm] = sentence
+        if len(new) < args.train_wordnet:
+            raise SystemExit(f"{WORDNET_SPLIT}: asked for {args.train_wordnet} sentences but only {len(new)} "
+                             "are new training sentences")
+        rng = random.Random(f"{args.seed}-{WORDNET_SPLIT}")
+        pool = sorted(new.items())
+        rng.shuffle(pool)
+        plans[WORDNET_SPLIT] = [plan_utterance(rng, WORDNET_SPLIT, i, voice, norm, original)
+                                for voice in ("espeak", "piper")
+                                for i, (norm, original) in enumerate(pool[: args.train_wordnet])]
     return plans
 
 
@@ -325,6 +356,9 @@ def main() -> None:
     parser.add_argument("--train-piper-extra", type=int, default=0,
                         help=f"plan a split '{EXTRA_SPLIT}': Piper reading this many of the espeak-ng training "
                              "sentences")
+    parser.add_argument("--train-wordnet", type=int, default=0,
+                        help=f"plan a split '{WORDNET_SPLIT}': this many WordNet usage examples, each read by both "
+                             "voice families")
     parser.add_argument("--dev-size", type=int, default=200)
     parser.add_argument("--test-per-voice", type=int, default=400)
     parser.add_argument("--dev-per-mille", type=int, default=10)

@@ -1,0 +1,32 @@
+"""The corpus recipe's text step: WordNet usage examples as a new training source."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+RECIPE = Path(__file__).resolve().parent.parent / "recipes" / "synthetic_corpus.py"
+
+
+def load_recipe():
+    spec = importlib.util.spec_from_file_location("synthetic_corpus", RECIPE)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_wordnet_sentences_are_the_quoted_examples_outside_the_licence(tmp_path: Path) -> None:
+    (tmp_path / "data.noun").write_text(
+        '  1 This software and database is provided "AS IS" and WordNet makes no warranties\n'
+        '00001740 03 n 01 entity 0 003 ~ 00001930 n 0000 | that which is perceived; "an entity exists"\n'
+        '00002137 03 n 02 abstraction 0 | a general concept; "the abstraction of the idea"; "think it over"\n'
+    )
+    (tmp_path / "data.verb").write_text('00001 v | to breathe; "I can breathe better when the air is clean"\n')
+    (tmp_path / "data.adj").write_text("")
+    (tmp_path / "data.adv").write_text("")
+    corpus = load_recipe()
+    assert corpus.wordnet_sentences(tmp_path) == [
+        "an entity exists", "the abstraction of the idea", "think it over",
+        "I can breathe better when the air is clean"]
