@@ -194,9 +194,9 @@ def plan_corpus(args: argparse.Namespace) -> dict[str, list[Utterance]]:
         rng = random.Random(f"{args.seed}-{WORDNET_SPLIT}")
         pool = sorted(new.items())
         rng.shuffle(pool)
+        chosen = pool[: args.train_wordnet]
         plans[WORDNET_SPLIT] = [plan_utterance(rng, WORDNET_SPLIT, i, voice, norm, original)
-                                for voice in ("espeak", "piper")
-                                for i, (norm, original) in enumerate(pool[: args.train_wordnet])]
+                                for voice in ("espeak", "piper") for i, (norm, original) in enumerate(chosen)]
     return plans
 
 

@@ -12,7 +12,7 @@ import transdec
 from transdec.decoding import STRATEGIES, DecodingConfig, decode
 from transdec.model import HeadSpec
 from transdec.model.synthetic import random_decoder, random_encoder_output
-from transdec.runtime import configure_malloc, decoding_threads
+from transdec.runtime import MALLOC_ENV, configure_malloc, decoding_threads
 
 MODEL = random_decoder(HeadSpec("rnnt", 9), blank_rate=0.8, seed=1, dtype=torch.float64)
 
@@ -95,15 +95,15 @@ def test_cpu_decoding_loop_runs_on_one_thread_by_default():
 ])
 def test_malloc_setting_follows_the_environment_then_the_default(setting, default, kept):
     # A child process each: the setting is process-wide.
-    env = {k: v for k, v in os.environ.items() if k != "TRANSDEC_GLIBC_MALLOC"}
+    env = {k: v for k, v in os.environ.items() if k != MALLOC_ENV}
     if setting is not None:
-        env["TRANSDEC_GLIBC_MALLOC"] = setting
+        env[MALLOC_ENV] = setting
     code = f"from transdec.runtime import configure_malloc; print(configure_malloc({default!r}))"
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert result.stdout.strip() == kept
 
 
 def test_unknown_malloc_setting_is_an_error(monkeypatch):
-    monkeypatch.setenv("TRANSDEC_GLIBC_MALLOC", "fast")
+    monkeypatch.setenv(MALLOC_ENV, "fast")
     with pytest.raises(ValueError, match="TRANSDEC_GLIBC_MALLOC must be one of keep, default, got 'fast'"):
         configure_malloc("default")
