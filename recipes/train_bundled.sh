@@ -233,22 +233,27 @@ $TRANSDEC train "${LOWER_PEAK[@]}" --train-manifest $DATA/train_cpu4.jsonl --thr
 #     cores); then RNN-T continued 90 minutes and TDT 18 minutes from its average on one core while
 #     multi-blank continued 110 minutes on the other, all from the sixth-round averages, same settings as
 #     step 10 (the runs had tcmalloc preloaded, as in step 14).
+long_round() {  # long_round MANIFEST FROM TO: RNN-T 90 min then TDT 18 on one core, multi-blank 110 on the other
+    local manifest=$1 from=$2 to=$3
+    $TRANSDEC average --exp-dir exp/$from/tiny-en-multiblank --last 5 --output exp/$from/tiny-en-multiblank.pt
+    (
+        # shellcheck disable=SC2046
+        $TRANSDEC train "${LOWER_PEAK[@]}" --train-manifest "$manifest" --budget 90 \
+            $(bundled_head_options tiny-en-rnnt) --exp-dir exp/$to/tiny-en-rnnt \
+            --init-from exp/$from/tiny-en-rnnt.pt
+        $TRANSDEC average --exp-dir exp/$to/tiny-en-rnnt --last 5 --output exp/$to/tiny-en-rnnt.pt
+        # shellcheck disable=SC2046
+        $TRANSDEC train "${LOWER_PEAK[@]}" --train-manifest "$manifest" --budget 18 \
+            $(bundled_head_options tiny-en-tdt) --exp-dir exp/$to/tiny-en-tdt --init-from exp/$to/tiny-en-rnnt.pt
+    ) &
+    # shellcheck disable=SC2046
+    $TRANSDEC train "${LOWER_PEAK[@]}" --train-manifest "$manifest" --budget 110 \
+        $(bundled_head_options tiny-en-multiblank) --exp-dir exp/$to/tiny-en-multiblank \
+        --init-from exp/$from/tiny-en-multiblank.pt &
+    wait
+}
 more_piper 46000 $DATA/train_cpu5.jsonl
-$TRANSDEC average --exp-dir exp/cpu10/tiny-en-multiblank --last 5 --output exp/cpu10/tiny-en-multiblank.pt
-(
-    # shellcheck disable=SC2046
-    $TRANSDEC train "${LOWER_PEAK[@]}" --train-manifest $DATA/train_cpu5.jsonl --budget 90 \
-        $(bundled_head_options tiny-en-rnnt) --exp-dir exp/cpu11/tiny-en-rnnt --init-from exp/cpu10/tiny-en-rnnt.pt
-    $TRANSDEC average --exp-dir exp/cpu11/tiny-en-rnnt --last 5 --output exp/cpu11/tiny-en-rnnt.pt
-    # shellcheck disable=SC2046
-    $TRANSDEC train "${LOWER_PEAK[@]}" --train-manifest $DATA/train_cpu5.jsonl --budget 18 \
-        $(bundled_head_options tiny-en-tdt) --exp-dir exp/cpu11/tiny-en-tdt --init-from exp/cpu11/tiny-en-rnnt.pt
-) &
-# shellcheck disable=SC2046
-$TRANSDEC train "${LOWER_PEAK[@]}" --train-manifest $DATA/train_cpu5.jsonl --budget 110 \
-    $(bundled_head_options tiny-en-multiblank) --exp-dir exp/cpu11/tiny-en-multiblank \
-    --init-from exp/cpu10/tiny-en-multiblank.pt &
-wait
+long_round $DATA/train_cpu5.jsonl cpu10 cpu11
 
 # 17. Eighth round (2026-11-24): new sentences, since the Bible and fortunes are used up: the 39,786 WordNet
 #     usage examples, each read by espeak-ng and Piper (79,572 utterances, about an hour of synthesis on the 2
@@ -260,21 +265,7 @@ $PY recipes/synthetic_corpus.py audio --out $DATA --splits train_wordnet --audio
 $PY recipes/synthetic_corpus.py manifest --out $DATA --splits train_wordnet --audio-format wav
 cat $DATA/train.jsonl $DATA/train_piper_extra.jsonl $DATA/train_wordnet.jsonl $DATA/train_wordnet.jsonl \
     > $DATA/train_cpu6.jsonl
-$TRANSDEC average --exp-dir exp/cpu11/tiny-en-multiblank --last 5 --output exp/cpu11/tiny-en-multiblank.pt
-(
-    # shellcheck disable=SC2046
-    $TRANSDEC train "${LOWER_PEAK[@]}" --train-manifest $DATA/train_cpu6.jsonl --budget 90 \
-        $(bundled_head_options tiny-en-rnnt) --exp-dir exp/cpu13/tiny-en-rnnt --init-from exp/cpu11/tiny-en-rnnt.pt
-    $TRANSDEC average --exp-dir exp/cpu13/tiny-en-rnnt --last 5 --output exp/cpu13/tiny-en-rnnt.pt
-    # shellcheck disable=SC2046
-    $TRANSDEC train "${LOWER_PEAK[@]}" --train-manifest $DATA/train_cpu6.jsonl --budget 18 \
-        $(bundled_head_options tiny-en-tdt) --exp-dir exp/cpu13/tiny-en-tdt --init-from exp/cpu13/tiny-en-rnnt.pt
-) &
-# shellcheck disable=SC2046
-$TRANSDEC train "${LOWER_PEAK[@]}" --train-manifest $DATA/train_cpu6.jsonl --budget 110 \
-    $(bundled_head_options tiny-en-multiblank) --exp-dir exp/cpu13/tiny-en-multiblank \
-    --init-from exp/cpu11/tiny-en-multiblank.pt &
-wait
+long_round $DATA/train_cpu6.jsonl cpu11 cpu13
 
 # 18. The bundled files: the last five checkpoints averaged, float16; then the measurements for the docs.
 for name in "${BUNDLED_NAMES[@]}"; do
