@@ -267,8 +267,12 @@ cat $DATA/train.jsonl $DATA/train_piper_extra.jsonl $DATA/train_wordnet.jsonl $D
     > $DATA/train_cpu6.jsonl
 long_round $DATA/train_cpu6.jsonl cpu11 cpu13
 
-# 18. The bundled files: the last five checkpoints averaged, float16; then the measurements for the docs.
+# 18. Ninth round (2026-11-24): the same manifest again, from the eighth-round averages. (This run was stopped
+#     after 4.5 minutes at the end of a session and resumed from its step-400 checkpoints in the next.)
+long_round $DATA/train_cpu6.jsonl cpu13 cpu14
+
+# 19. The bundled files: the last five checkpoints averaged, float16; then the measurements for the docs.
 for name in "${BUNDLED_NAMES[@]}"; do
-    $TRANSDEC average --exp-dir exp/cpu13/$name --last 5 --half --output src/transdec/pretrained/$name.pt
+    $TRANSDEC average --exp-dir exp/cpu14/$name --last 5 --half --output src/transdec/pretrained/$name.pt
 done
 recipes/measure_bundled.sh
