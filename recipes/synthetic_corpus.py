@@ -20,6 +20,10 @@ training sentences (the minority voice on more texts; no new sentences, so the s
 ``--train-wordnet N`` plans ``train_wordnet``: N new texts, the usage examples of WordNet (Debian
 `wordnet-base`; modern English, where the Bible and the fortunes are not), each read by both voice families.
 Only examples that the hash puts in training and that no other split has are used, so dev and test stay unseen.
+``--train-glosses N`` plans ``train_wordnet_glosses`` the same way from WordNet's definitions (the first clause
+of each gloss, without quotes or parentheses: "a one story house with a low pitched roof"): ~88,000 more new
+texts, none of them a usage example. Both WordNet splits list every espeak-ng reading before the Piper ones,
+so a partly synthesised split has all of the fast voice first.
 Every utterance then gets a random gain and, most of the time, white noise at 15-40 dB SNR, and is stored
 as 16-bit FLAC at 16 kHz. The plan (text, voice, every random setting) is fixed by the seed, so a rerun
 produces the same corpus.
@@ -38,6 +42,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Collection
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -57,6 +62,7 @@ ABBREVIATIONS = {"mr", "mrs", "ms", "dr", "st", "jr", "sr", "vs", "etc", "ie", "
 MIN_WORDS, MAX_WORDS = 3, 24
 EXTRA_SPLIT = "train_piper_extra"
 WORDNET_SPLIT = "train_wordnet"
+GLOSSES_SPLIT = "train_wordnet_glosses"
 
 
 @dataclass
@@ -141,6 +147,19 @@ def wordnet_sentences(wordnet_dir: Path = Path("/usr/share/wordnet")) -> list[st
     return sentences
 
 
+def wordnet_glosses(wordnet_dir: Path = Path("/usr/share/wordnet")) -> list[str]:
+    """The definitions of WordNet's synsets: each gloss's first clause, if it has no quotes or parentheses."""
+    glosses = []
+    for part_of_speech in ("noun", "verb", "adj", "adv"):
+        text = (wordnet_dir / f"data.{part_of_speech}").read_text(encoding="utf-8", errors="replace")
+        for line in text.splitlines():
+            if not line.startswith(" "):
+                definition = line.partition(" | ")[2].split(";")[0].strip()
+                if definition and not re.search(r'["()]', definition):
+                    glosses.append(definition)
+    return glosses
+
+
 def split_of(text: str, dev_per_mille: int, test_per_mille: int) -> str:
     bucket = int(hashlib.sha1(text.encode()).hexdigest(), 16) % 1000
     if bucket < test_per_mille:
@@ -182,22 +201,31 @@ def plan_corpus(args: argparse.Namespace) -> dict[str, list[Utterance]]:
         plans[EXTRA_SPLIT] = [plan_utterance(rng, EXTRA_SPLIT, i, "piper", norm, original)
                               for i, (norm, original) in enumerate(by_split["train"][: args.train_piper_extra])]
     if args.train_wordnet:
-        new: dict[str, str] = {}
-        for sentence in wordnet_sentences():
-            norm = normalize(sentence)
-            if (norm and norm not in seen and norm not in new
-                    and split_of(norm, args.dev_per_mille, args.test_per_mille) == "train"):
-                new[norm] = sentence
-        if len(new) < args.train_wordnet:
-            raise SystemExit(f"{WORDNET_SPLIT}: asked for {args.train_wordnet} sentences but only {len(new)} "
-                             "are new training sentences")
-        rng = random.Random(f"{args.seed}-{WORDNET_SPLIT}")
-        pool = sorted(new.items())
-        rng.shuffle(pool)
-        chosen = pool[: args.train_wordnet]
-        plans[WORDNET_SPLIT] = [plan_utterance(rng, WORDNET_SPLIT, i, voice, norm, original)
-                                for voice in ("espeak", "piper") for i, (norm, original) in enumerate(chosen)]
+        plans[WORDNET_SPLIT] = plan_new_texts(args, WORDNET_SPLIT, wordnet_sentences(), args.train_wordnet, seen)
+    if args.train_glosses:
+        examples = {normalize(sentence) for sentence in wordnet_sentences()}
+        plans[GLOSSES_SPLIT] = plan_new_texts(args, GLOSSES_SPLIT, wordnet_glosses(), args.train_glosses,
+                                              seen.keys() | examples)
     return plans
+
+
+def plan_new_texts(args: argparse.Namespace, split: str, sentences: list[str], count: int,
+                   taken: Collection[str]) -> list[Utterance]:
+    """``count`` new training texts, none in ``taken`` (normalised) or hashed to dev/test, read by both voices."""
+    new: dict[str, str] = {}
+    for sentence in sentences:
+        norm = normalize(sentence)
+        if (norm and norm not in taken and norm not in new
+                and split_of(norm, args.dev_per_mille, args.test_per_mille) == "train"):
+            new[norm] = sentence
+    if len(new) < count:
+        raise SystemExit(f"{split}: asked for {count} sentences but only {len(new)} are new training sentences")
+    rng = random.Random(f"{args.seed}-{split}")
+    pool = sorted(new.items())
+    rng.shuffle(pool)
+    chosen = pool[:count]
+    return [plan_utterance(rng, split, i, voice, norm, original)
+            for voice in ("espeak", "piper") for i, (norm, original) in enumerate(chosen)]
 
 
 def plan_utterance(rng: random.Random, split: str, index: int, voice: str, text: str, original: str) -> Utterance:
@@ -358,6 +386,9 @@ def main() -> None:
                              "sentences")
     parser.add_argument("--train-wordnet", type=int, default=0,
                         help=f"plan a split '{WORDNET_SPLIT}': this many WordNet usage examples, each read by both "
+                             "voice families")
+    parser.add_argument("--train-glosses", type=int, default=0,
+                        help=f"plan a split '{GLOSSES_SPLIT}': this many WordNet definitions, each read by both "
                              "voice families")
     parser.add_argument("--dev-size", type=int, default=200)
     parser.add_argument("--test-per-voice", type=int, default=400)

@@ -1,4 +1,4 @@
-"""The corpus recipe's text step: WordNet usage examples as a new training source."""
+"""The corpus recipe's text step: WordNet usage examples and definitions as new training sources."""
 
 from __future__ import annotations
 
@@ -30,3 +30,18 @@ def test_wordnet_sentences_are_the_quoted_examples_outside_the_licence(tmp_path:
     assert corpus.wordnet_sentences(tmp_path) == [
         "an entity exists", "the abstraction of the idea", "think it over",
         "I can breathe better when the air is clean"]
+
+
+def test_wordnet_glosses_are_first_clauses_without_quotes_or_parentheses(tmp_path: Path) -> None:
+    (tmp_path / "data.noun").write_text(
+        '  1 This software and database is provided "AS IS" and WordNet makes no warranties\n'
+        '00001740 03 n 01 entity 0 003 ~ 00001930 n 0000 | that which is perceived; "an entity exists"\n'
+        '00002137 03 n 02 Strauss 0 | German composer (1864-1949)\n'
+        '00002138 03 n 02 saying 0 | "as the saying goes"\n'
+    )
+    (tmp_path / "data.verb").write_text("00001 v | draw air into, and expel out of, the lungs; take a breath\n")
+    (tmp_path / "data.adj").write_text("")
+    (tmp_path / "data.adv").write_text("")
+    corpus = load_recipe()
+    assert corpus.wordnet_glosses(tmp_path) == ["that which is perceived",
+                                                "draw air into, and expel out of, the lungs"]
