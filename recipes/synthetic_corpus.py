@@ -42,7 +42,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -136,28 +136,24 @@ def fortune_sentences(fortune_dir: Path = Path("/usr/share/games/fortunes")) -> 
     return sentences
 
 
-def wordnet_sentences(wordnet_dir: Path = Path("/usr/share/wordnet")) -> list[str]:
-    """The quoted usage examples in the glosses of WordNet's synsets."""
-    sentences = []
+def wordnet_gloss_lines(wordnet_dir: Path = Path("/usr/share/wordnet")) -> Iterator[str]:
+    """The gloss of every synset in WordNet's data files (what follows " | "), licence lines skipped."""
     for part_of_speech in ("noun", "verb", "adj", "adv"):
         text = (wordnet_dir / f"data.{part_of_speech}").read_text(encoding="utf-8", errors="replace")
         for line in text.splitlines():
             if not line.startswith(" "):  # indented lines are the licence
-                sentences.extend(re.findall(r'"([^"]+)"', line.partition(" | ")[2]))
-    return sentences
+                yield line.partition(" | ")[2]
+
+
+def wordnet_sentences(wordnet_dir: Path = Path("/usr/share/wordnet")) -> list[str]:
+    """The quoted usage examples in the glosses of WordNet's synsets."""
+    return [example for gloss in wordnet_gloss_lines(wordnet_dir) for example in re.findall(r'"([^"]+)"', gloss)]
 
 
 def wordnet_glosses(wordnet_dir: Path = Path("/usr/share/wordnet")) -> list[str]:
     """The definitions of WordNet's synsets: each gloss's first clause, if it has no quotes or parentheses."""
-    glosses = []
-    for part_of_speech in ("noun", "verb", "adj", "adv"):
-        text = (wordnet_dir / f"data.{part_of_speech}").read_text(encoding="utf-8", errors="replace")
-        for line in text.splitlines():
-            if not line.startswith(" "):
-                definition = line.partition(" | ")[2].split(";")[0].strip()
-                if definition and not re.search(r'["()]', definition):
-                    glosses.append(definition)
-    return glosses
+    definitions = (gloss.split(";")[0].strip() for gloss in wordnet_gloss_lines(wordnet_dir))
+    return [definition for definition in definitions if definition and not re.search(r'["()]', definition)]
 
 
 def split_of(text: str, dev_per_mille: int, test_per_mille: int) -> str:

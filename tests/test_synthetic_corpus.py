@@ -17,15 +17,23 @@ def load_recipe():
     return module
 
 
+LICENCE_LINE = '  1 This software and database is provided "AS IS" and WordNet makes no warranties\n'
+
+
+def write_wordnet(directory: Path, nouns: str, verbs: str) -> None:
+    """WordNet's four data files, with these noun and verb lines after a licence line."""
+    (directory / "data.noun").write_text(LICENCE_LINE + nouns)
+    (directory / "data.verb").write_text(verbs)
+    (directory / "data.adj").write_text("")
+    (directory / "data.adv").write_text("")
+
+
 def test_wordnet_sentences_are_the_quoted_examples_outside_the_licence(tmp_path: Path) -> None:
-    (tmp_path / "data.noun").write_text(
-        '  1 This software and database is provided "AS IS" and WordNet makes no warranties\n'
+    write_wordnet(
+        tmp_path,
         '00001740 03 n 01 entity 0 003 ~ 00001930 n 0000 | that which is perceived; "an entity exists"\n'
-        '00002137 03 n 02 abstraction 0 | a general concept; "the abstraction of the idea"; "think it over"\n'
-    )
-    (tmp_path / "data.verb").write_text('00001 v | to breathe; "I can breathe better when the air is clean"\n')
-    (tmp_path / "data.adj").write_text("")
-    (tmp_path / "data.adv").write_text("")
+        '00002137 03 n 02 abstraction 0 | a general concept; "the abstraction of the idea"; "think it over"\n',
+        '00001 v | to breathe; "I can breathe better when the air is clean"\n')
     corpus = load_recipe()
     assert corpus.wordnet_sentences(tmp_path) == [
         "an entity exists", "the abstraction of the idea", "think it over",
@@ -33,15 +41,12 @@ def test_wordnet_sentences_are_the_quoted_examples_outside_the_licence(tmp_path:
 
 
 def test_wordnet_glosses_are_first_clauses_without_quotes_or_parentheses(tmp_path: Path) -> None:
-    (tmp_path / "data.noun").write_text(
-        '  1 This software and database is provided "AS IS" and WordNet makes no warranties\n'
+    write_wordnet(
+        tmp_path,
         '00001740 03 n 01 entity 0 003 ~ 00001930 n 0000 | that which is perceived; "an entity exists"\n'
         '00002137 03 n 02 Strauss 0 | German composer (1864-1949)\n'
-        '00002138 03 n 02 saying 0 | "as the saying goes"\n'
-    )
-    (tmp_path / "data.verb").write_text("00001 v | draw air into, and expel out of, the lungs; take a breath\n")
-    (tmp_path / "data.adj").write_text("")
-    (tmp_path / "data.adv").write_text("")
+        '00002138 03 n 02 saying 0 | "as the saying goes"\n',
+        "00001 v | draw air into, and expel out of, the lungs; take a breath\n")
     corpus = load_recipe()
     assert corpus.wordnet_glosses(tmp_path) == ["that which is perceived",
                                                 "draw air into, and expel out of, the lungs"]
