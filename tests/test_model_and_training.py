@@ -19,7 +19,7 @@ from transdec.model.conformer import ConformerConfig
 from transdec.model.protocol import DecodingModel, HeadSpec
 from transdec.model.tokenizer import Tokenizer
 from transdec.model.transducer_model import ModelConfig, PredictorConfig, TransducerModel
-from transdec.training.data import bucketed_batches, read_manifest
+from transdec.training.data import bucketed_batches, collate, long_form_rows, read_manifest, row_seconds
 from transdec.training.specaugment import SpecAugmentConfig, spec_augment
 from transdec.training.trainer import (TrainConfig, Trainer, average_checkpoints, learning_rate,
                                       pruned_loss_weights)
@@ -122,6 +122,33 @@ def test_bucketed_batches_cover_every_utterance_once_within_budget() -> None:
     assert batches != bucketed_batches(durations, 60.0, seed=1, epoch=1)
 
 
+def test_long_form_rows_join_the_asked_share_within_the_limit() -> None:
+    durations = np.random.default_rng(0).uniform(0.5, 12.0, size=400).tolist()
+    assert long_form_rows(durations, 0.0, 40.0, 0.3, seed=1, epoch=0) == [[i] for i in range(400)]
+    rows = long_form_rows(durations, 0.5, 40.0, 0.3, seed=1, epoch=0)
+    assert sorted(i for row in rows for i in row) == list(range(400))
+    assert sum(len(row) for row in rows if len(row) > 1) >= 195  # all but a last row of one are joined
+    assert all(seconds <= 40.0 for seconds in row_seconds(rows, durations, 0.3))
+    assert rows == long_form_rows(durations, 0.5, 40.0, 0.3, seed=1, epoch=0)
+    assert rows != long_form_rows(durations, 0.5, 40.0, 0.3, seed=1, epoch=1)
+    with pytest.raises(ValueError, match="between 0 and 1"):
+        long_form_rows(durations, 1.5, 40.0, 0.3, seed=1, epoch=0)
+
+
+def test_a_long_form_row_is_its_utterances_with_pauses_and_their_tokens(tmp_path: Path) -> None:
+    entries = read_manifest(write_corpus(tmp_path, 3))
+    tokenizer = Tokenizer.train(TEXTS * 3, 24)
+    token_ids = [tokenizer.encode(e.text) for e in entries]
+    batch = collate(entries, [[2], [0, 1]], token_ids, 16000, pause_seconds=0.25)
+    audio = [soundfile.read(e.audio_filepath, dtype="float32")[0] for e in entries]
+    joined = np.concatenate([audio[0], np.zeros(4000, np.float32), audio[1]])
+    assert batch.waveform_lengths.tolist() == [len(audio[2]), len(joined)]
+    np.testing.assert_array_equal(batch.waveforms[1].numpy(), joined)
+    assert batch.targets[1, : batch.target_lengths[1]].tolist() == tokenizer.encode(
+        f"{entries[0].text} {entries[1].text}")
+    assert batch.indices == [[2], [0, 1]]
+
+
 def test_spec_augment_masks_only_inside_valid_frames() -> None:
     features = torch.randn(3, 50, 80) + 10.0
     lengths = torch.tensor([50, 20, 5])
@@ -207,10 +234,12 @@ def test_a_run_with_a_time_budget_stops_when_it_is_spent(tmp_path: Path) -> None
     assert trainer.step == 1 and trainer.train_seconds >= 60 * config.budget_minutes
 
 
-def test_training_state_replays_the_same_batches(tmp_path: Path) -> None:
+@pytest.mark.parametrize("long_form_share", [0.0, 0.5])
+def test_training_state_replays_the_same_batches(tmp_path: Path, long_form_share: float) -> None:
     manifest = write_corpus(tmp_path / "data", 10)
     straight = TrainConfig(str(manifest), str(manifest), str(tmp_path / "a"), max_steps=4, warmup_steps=1,
-                           batch_seconds=3.0, eval_every=100, save_every=100, threads=1, seed=5)
+                           batch_seconds=3.0, eval_every=100, save_every=100, threads=1, seed=5,
+                           long_form_share=long_form_share, long_form_seconds=2.5)
     Trainer(straight, tiny_config(HEADS[0])).train()
     stopped = TrainConfig(**{**straight.__dict__, "exp_dir": str(tmp_path / "b"), "max_steps": 2})
     Trainer(stopped, tiny_config(HEADS[0])).train()

@@ -50,6 +50,12 @@ def _add_train_parser(subparsers: argparse._SubParsersAction) -> None:
     train.add_argument("--warmup-steps", type=int, default=800)
     train.add_argument("--batch-seconds", type=float, default=150.0, help="padded audio seconds per batch")
     train.add_argument("--max-duration", type=float, default=16.0, help="skip longer training utterances")
+    train.add_argument("--long-form-share", type=float, default=0.0, metavar="SHARE",
+                       help="join this share of the utterances (0-1) into long-form rows, so that the model "
+                            "learns the attention span of long recordings (default none)")
+    train.add_argument("--long-form-seconds", type=float, default=40.0, help="the longest long-form row")
+    train.add_argument("--long-form-pause", type=float, default=0.3, metavar="SECONDS",
+                       help="silence between the utterances of a long-form row")
     train.add_argument("--ctc-weight", type=float, default=0.3)
     train.add_argument("--prune-range", type=int, default=0, metavar="ROWS",
                        help="train with the pruned loss: the joint only on this many lattice rows per frame, "
@@ -150,6 +156,8 @@ def _train(args: argparse.Namespace) -> None:
         seed=args.seed, threads=args.threads, time_limit_minutes=args.time_limit, init_from=args.init_from,
         device=args.device, budget_minutes=args.budget, loader_threads=args.loader_threads,
         init_encoder_only=args.init_encoder_only, prune_range=args.prune_range,
+        long_form_share=args.long_form_share, long_form_seconds=args.long_form_seconds,
+        long_form_pause=args.long_form_pause,
         specaugment=SpecAugmentConfig(freq_masks=0, time_masks=0) if args.no_specaugment
         else SpecAugmentConfig(freq_masks=args.freq_masks, time_masks=args.time_masks),
     )

@@ -1,4 +1,4 @@
-"""Training data: NeMo-style JSONL manifests, audio loading and duration-bucketed batches."""
+"""Training data: NeMo-style JSONL manifests, audio loading, long-form rows and duration-bucketed batches."""
 
 from __future__ import annotations
 
@@ -49,30 +49,75 @@ class Batch:
         waveform_lengths: ``[B]`` valid samples.
         targets: ``[B, U]`` token ids, padded with 0.
         target_lengths: ``[B]`` valid tokens.
-        indices: manifest positions of the utterances.
+        indices: manifest positions of each row's utterances (more than one in a long-form row).
     """
 
     waveforms: Tensor
     waveform_lengths: Tensor
     targets: Tensor
     target_lengths: Tensor
-    indices: list[int]
+    indices: list[list[int]]
 
     def to(self, device: torch.device) -> Batch:
         return Batch(self.waveforms.to(device), self.waveform_lengths.to(device), self.targets.to(device),
                      self.target_lengths.to(device), self.indices)
 
 
-def collate(entries: list[ManifestEntry], indices: list[int], token_ids: list[list[int]], sample_rate: int) -> Batch:
-    audios = [load_audio(entries[i].audio_filepath, sample_rate) for i in indices]
+def collate(entries: list[ManifestEntry], rows: list[list[int]], token_ids: list[list[int]], sample_rate: int,
+            pause_seconds: float = 0.0) -> Batch:
+    """One batch; each row is the manifest positions of the utterances it joins, with ``pause_seconds`` of
+    silence between them (a single utterance is a row of one)."""
+    pause = torch.zeros(round(pause_seconds * sample_rate))
+    audios = []
+    for row in rows:
+        pieces = [torch.from_numpy(load_audio(entries[i].audio_filepath, sample_rate)) for i in row]
+        audios.append(torch.cat([x for piece in pieces for x in (pause, piece)][1:]))
     waveforms = torch.zeros(len(audios), max(len(a) for a in audios))
     for row, audio in enumerate(audios):
-        waveforms[row, : len(audio)] = torch.from_numpy(audio)
-    targets = torch.zeros(len(indices), max(1, max(len(token_ids[i]) for i in indices)), dtype=torch.int64)
-    for row, i in enumerate(indices):
-        targets[row, : len(token_ids[i])] = torch.tensor(token_ids[i], dtype=torch.int64)
+        waveforms[row, : len(audio)] = audio
+    # BPE pieces never cross a word boundary, so a row's tokens are its utterances' tokens one after another.
+    row_tokens = [[token for i in row for token in token_ids[i]] for row in rows]
+    targets = torch.zeros(len(rows), max(1, max(len(t) for t in row_tokens)), dtype=torch.int64)
+    for row, tokens in enumerate(row_tokens):
+        targets[row, : len(tokens)] = torch.tensor(tokens, dtype=torch.int64)
     return Batch(waveforms, torch.tensor([len(a) for a in audios]), targets,
-                 torch.tensor([len(token_ids[i]) for i in indices]), list(indices))
+                 torch.tensor([len(t) for t in row_tokens]), [list(row) for row in rows])
+
+
+def long_form_rows(durations: list[float], share: float, max_seconds: float, pause_seconds: float, seed: int,
+                   epoch: int) -> list[list[int]]:
+    """One epoch's rows: ``share`` of the utterances joined, in random order, into long-form rows of at most
+    ``max_seconds`` (pauses included); the rest one per row.
+
+    A model trained on short utterances alone drifts on long recordings, where attention spans far more than
+    it ever did in training (chunked encoding, :mod:`transdec.long_audio`, still gives it 40 s windows);
+    a share of long rows teaches it that span. With
+    ``share`` 0 the rows are ``[[0], [1], ...]``. Depends only on ``seed`` and ``epoch``, like the batches.
+    """
+    if not 0 <= share <= 1:
+        raise ValueError(f"the long-form share must be between 0 and 1, got {share}")
+    if share == 0:
+        return [[i] for i in range(len(durations))]
+    rng = random.Random(seed * 100019 + epoch)
+    joined = set(rng.sample(range(len(durations)), round(share * len(durations))))
+    rows = [[i] for i in range(len(durations)) if i not in joined]
+    order = sorted(joined)
+    rng.shuffle(order)
+    current: list[int] = []
+    seconds = 0.0
+    for i in order:
+        if current and seconds + pause_seconds + durations[i] > max_seconds:
+            rows.append(current)
+            current, seconds = [], 0.0
+        seconds += (pause_seconds if current else 0.0) + durations[i]
+        current.append(i)
+    if current:
+        rows.append(current)
+    return rows
+
+
+def row_seconds(rows: list[list[int]], durations: list[float], pause_seconds: float) -> list[float]:
+    return [sum(durations[i] for i in row) + pause_seconds * (len(row) - 1) for row in rows]
 
 
 def bucketed_batches(durations: list[float], batch_seconds: float, seed: int, epoch: int,

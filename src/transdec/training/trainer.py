@@ -45,7 +45,8 @@ from transdec.model.checkpoint import load_model, save_model
 from transdec.model.joint import SimpleJoint
 from transdec.model.tokenizer import Tokenizer
 from transdec.model.transducer_model import ModelConfig, TransducerModel
-from transdec.training.data import Batch, ManifestEntry, bucketed_batches, collate, read_manifest
+from transdec.training.data import (Batch, ManifestEntry, bucketed_batches, collate, long_form_rows, read_manifest,
+                                   row_seconds)
 from transdec.training.specaugment import SpecAugmentConfig, spec_augment
 from transdec.transcribe import transcribe
 
@@ -65,7 +66,10 @@ class TrainConfig:
     final_lr_ratio: float = 0.02
     weight_decay: float = 1e-3
     batch_seconds: float = 150.0
-    max_duration: float = 16.0
+    max_duration: float = 16.0  # longer utterances are skipped (long-form rows may be longer)
+    long_form_share: float = 0.0  # this share of the utterances is joined into long-form rows ...
+    long_form_seconds: float = 40.0  # ... of at most this many seconds ...
+    long_form_pause: float = 0.3  # ... with this much silence between utterances
     grad_clip: float = 1.0
     ctc_weight: float = 0.3
     specaugment: SpecAugmentConfig = field(default_factory=SpecAugmentConfig)
@@ -306,14 +310,19 @@ class Trainer:
         hyps = transcribe_entries(self.model, self.dev_entries)
         return word_error_rate([e.text for e in self.dev_entries], hyps)
 
-    def batch_positions(self) -> Iterator[tuple[int, int, list[int]]]:
-        """``(epoch, batch_in_epoch, utterance indices)`` of every batch from the current position on."""
+    def batch_positions(self) -> Iterator[tuple[int, int, list[list[int]]]]:
+        """``(epoch, batch_in_epoch, rows)`` of every batch from the current position on; a row is the
+        utterance indices it joins (see :func:`~transdec.training.data.long_form_rows`)."""
+        config = self.config
         durations = [e.duration for e in self.train_entries]
         epoch, position = self.epoch, self.batch_in_epoch
         while True:
-            batches = bucketed_batches(durations, self.config.batch_seconds, self.config.seed, epoch)
+            rows = long_form_rows(durations, config.long_form_share, config.long_form_seconds,
+                                  config.long_form_pause, config.seed, epoch)
+            seconds = row_seconds(rows, durations, config.long_form_pause)
+            batches = bucketed_batches(seconds, config.batch_seconds, config.seed, epoch)
             for index in range(position, len(batches)):
-                yield epoch, index, batches[index]
+                yield epoch, index, [rows[i] for i in batches[index]]
             epoch, position = epoch + 1, 0
 
     def out_of_time(self) -> bool:
@@ -345,9 +354,10 @@ class Trainer:
         try:
             while self.step < config.max_steps and not self.out_of_time() and not self._stop_requested:
                 while len(pending) < max(1, config.loader_threads):
-                    epoch, index, indices = next(positions)
+                    epoch, index, rows = next(positions)
                     pending.append((epoch, index, loader.submit(
-                        collate, self.train_entries, indices, self.token_ids, self.model.sample_rate)))
+                        collate, self.train_entries, rows, self.token_ids, self.model.sample_rate,
+                        config.long_form_pause)))
                 epoch, index, batch = pending.popleft()
                 step_start = time.monotonic()
                 self._train_step(batch.result(), running)
