@@ -75,7 +75,7 @@ def main() -> None:
     utterances, audio = [], []
 
     for step, indices in enumerate(batches[: args.steps + 1]):
-        batch = collate(entries, indices, token_ids, model.sample_rate)
+        batch = collate(entries, [[i] for i in indices], token_ids, model.sample_rate)
         for config, run_model, simple_joint, optimizer, phases in runs.values():
             generator = torch.Generator().manual_seed(step)
             times = [time.perf_counter()]

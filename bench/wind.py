@@ -43,7 +43,7 @@ def model_sources(manifest: str, count: int, names: list[str]):
         outputs = []
         with torch.inference_mode():
             for i in range(len(entries)):
-                batch = collate(entries, [i], [[]] * len(entries), model.sample_rate)
+                batch = collate(entries, [[i]], [[]] * len(entries), model.sample_rate)
                 outputs.append(model.encode(batch.waveforms, batch.waveform_lengths))
         yield name, model, outputs, model.frame_shift_seconds
 

@@ -44,7 +44,7 @@ def batch1_greedy_seconds(model, entries, repeats: int) -> tuple[float, dict[str
     start = time.perf_counter()
     with torch.inference_mode():
         for i in range(len(entries)):
-            batch = collate(entries, [i], [[]] * len(entries), model.sample_rate)
+            batch = collate(entries, [[i]], [[]] * len(entries), model.sample_rate)
             encoded.append(model.encode(batch.waveforms, batch.waveform_lengths))
     encoder_seconds = time.perf_counter() - start
     best = dict.fromkeys(BATCH1_DECODERS, float("inf"))
@@ -62,7 +62,7 @@ def emission_counts(model, entries) -> collections.Counter:
     with torch.inference_mode():
         for start in range(0, len(entries), 32):
             indices = list(range(start, min(start + 32, len(entries))))
-            batch = collate(entries, indices, [[]] * len(entries), model.sample_rate)
+            batch = collate(entries, [[i] for i in indices], [[]] * len(entries), model.sample_rate)
             frames, lengths = model.encode(batch.waveforms, batch.waveform_lengths)
             counts.update(greedy_reference(model, frames, lengths).stats.emissions)
     return counts
