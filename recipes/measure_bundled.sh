@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The measurements behind docs/models.md and docs/benchmarks.md for the bundled models, one after another
 # (run it on an otherwise idle machine): the held-out results table and emission histogram, `transdec
-# evaluate` with both greedy strategies, the WIND tables and jump histogram, the one-hour recording, and
-# training steps and `transdec evaluate` under each memory allocator.
+# evaluate` with both greedy strategies, the WIND tables and jump histogram, the one-hour recording, WER on
+# one-minute recordings, and training steps and `transdec evaluate` under each memory allocator.
 # Outputs go to exp/measure/ (one text file per step; a step whose file exists is skipped, so delete the
 # file to measure again). Needs the held-out test set (recipes/train_bundled.sh, step 1).
 set -euo pipefail
@@ -34,4 +34,5 @@ for name in "${BUNDLED_NAMES[@]}"; do
 done
 step wind $PY bench/wind.py --manifest $TEST --histogram docs/wind_jumps.png
 step long_audio $PY bench/long_audio.py --minutes 60
+step long_form_wer $PY recipes/long_form_wer.py --manifest $TEST --models "${BUNDLED_NAMES[@]}"
 step allocator $PY bench/allocator.py --train-manifest data/synth/train.jsonl --test-manifest $TEST

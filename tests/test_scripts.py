@@ -1,4 +1,4 @@
-"""The measuring scripts behind docs/ (recipes/model_report.py, bench/*.py that read manifests) run end to end
+"""The measuring scripts behind docs/ (recipes/*.py that score models, bench/*.py that read manifests) run end to end
 on a tiny model and corpus: their figures are only checked by eye, so at least they must not break."""
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ def corpus_and_model(tmp_path_factory) -> tuple[Path, Path]:
 
 SCRIPTS = {
     "model_report": ["recipes/model_report.py", "--models", "{model}", "--speed-utterances", "2", "--repeats", "1"],
+    "long_form_wer": ["recipes/long_form_wer.py", "--models", "{model}", "--seconds", "2.5", "--recordings", "2"],
     "wind": ["bench/wind.py", "--models", "{model}", "--utterances", "2", "--windows", "1,2", "--batch-sizes", "2",
              "--repeats", "1", "--no-synthetic"],
     "train_step": ["bench/train_step.py", "--steps", "1", "--vocab-size", "24", "--layers", "1", "--threads", "1",

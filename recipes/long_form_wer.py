@@ -1,0 +1,71 @@
+"""WER on long recordings made of held-out utterances, against the same utterances one at a time.
+
+    .venv/bin/python recipes/long_form_wer.py --manifest data/synth/test.jsonl \
+        --models tiny-en-rnnt tiny-en-tdt tiny-en-multiblank
+
+Consecutive manifest utterances are joined, with ``--pause`` seconds of silence between them, into
+recordings of about ``--seconds``; each is transcribed whole (encoder attention over all of it), with the
+default chunking (30 s windows, 5 s of context each side) and with 10 s windows, and scored against the
+joined transcripts. A model that only ever saw short utterances in training loses accuracy as attention
+spans more than it learnt; this measures how much, and whether long-form training rows
+(``transdec train --long-form-share``) win it back.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+
+import transdec
+from transdec.audio import load_audio
+from transdec.long_audio import ChunkingConfig
+from transdec.metrics import word_errors
+from transdec.training.data import read_manifest
+
+SETTINGS = {"whole": None, "30 s windows": ChunkingConfig(), "10 s windows": ChunkingConfig(10.0, 5.0)}
+
+
+def long_recordings(entries, sample_rate: int, seconds: float, pause: float, count: int):
+    """Up to ``count`` (samples, reference, member indices): consecutive entries joined up to ``seconds``."""
+    silence = np.zeros(round(pause * sample_rate), dtype=np.float32)
+    recordings, members = [], []
+    for i, entry in enumerate(entries):
+        if members and sum(entries[j].duration + pause for j in members) + entry.duration > seconds:
+            recordings.append(members)
+            members = []
+            if len(recordings) == count:
+                break
+        members.append(i)
+    for members in recordings:
+        pieces = [piece for j in members for piece in (silence, load_audio(entries[j].audio_filepath, sample_rate))]
+        yield np.concatenate(pieces[1:]), " ".join(entries[j].text for j in members), members
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--manifest", required=True)
+    parser.add_argument("--models", nargs="+", required=True)
+    parser.add_argument("--seconds", type=float, default=60.0, help="length of each long recording")
+    parser.add_argument("--recordings", type=int, default=20)
+    parser.add_argument("--pause", type=float, default=0.5, help="silence between the utterances")
+    args = parser.parse_args()
+    entries = read_manifest(args.manifest)
+    print("| model | recordings / audio | one at a time | " + " | ".join(SETTINGS) + " |")
+    print("|---|---|---|" + "---|" * len(SETTINGS))
+    for name in args.models:
+        model = transdec.load_model(name)
+        recordings = list(long_recordings(entries, model.sample_rate, args.seconds, args.pause, args.recordings))
+        members = [j for _, _, m in recordings for j in m]
+        singles = model.transcribe([entries[j].audio_filepath for j in members])
+        cells = [word_errors([entries[j].text for j in members], [r.text for r in singles]).wer]
+        references = [reference for _, reference, _ in recordings]
+        for chunking in SETTINGS.values():
+            texts = [model.transcribe([samples], chunking=chunking)[0].text for samples, _, _ in recordings]
+            cells.append(word_errors(references, texts).wer)
+        audio = sum(len(samples) for samples, _, _ in recordings) / model.sample_rate
+        print(f"| {name} | {len(recordings)} / {audio:.0f} s | " + " | ".join(f"{100 * w:.2f}%" for w in cells) + " |")
+
+
+if __name__ == "__main__":
+    main()
