@@ -271,7 +271,30 @@ long_round $DATA/train_cpu6.jsonl cpu11 cpu13
 #     after 4.5 minutes at the end of a session and resumed from its step-400 checkpoints in the next.)
 long_round $DATA/train_cpu6.jsonl cpu13 cpu14
 
-# 19. The bundled files: the last five checkpoints averaged, float16; then the measurements for the docs.
+# 19. Tenth round (2026-11-24): new sentences again, WordNet's 88,676 definitions (`--train-glosses`), read by
+#     espeak-ng (11 minutes for all) and by Piper (~9 utterances/s on the 2 cores; the synthesis was stopped
+#     after the first 17,293, and only those are used). One manifest of the 98,000 old utterances and the
+#     79,572 WordNet examples once and the 105,969 definitions twice, 389,510 lines; then as step 16, from the
+#     ninth-round averages. Not bundled: better on espeak-ng, worse on Piper and overall (docs/models.md).
+$PY recipes/synthetic_corpus.py text --out $DATA --train-piper-extra 46000 --train-wordnet 39786 \
+    --train-glosses 88676
+$PY recipes/synthetic_corpus.py audio --out $DATA --splits train_wordnet_glosses --audio-format wav
+$PY recipes/synthetic_corpus.py manifest --out $DATA --splits train_wordnet_glosses --audio-format wav
+$PY - <<'PY'
+import json
+piper_used = 17293
+definitions = [line for line in open("data/synth/train_wordnet_glosses.jsonl")
+               if json.loads(line)["voice"] == "espeak"
+               or int(json.loads(line)["audio_filepath"].removesuffix(".wav").rsplit("-", 1)[1]) < piper_used]
+with open("data/synth/train_cpu7.jsonl", "w") as out:
+    for name in ("train", "train_piper_extra", "train_wordnet"):
+        out.writelines(open(f"data/synth/{name}.jsonl"))
+    out.writelines(definitions + definitions)
+PY
+long_round $DATA/train_cpu7.jsonl cpu14 cpu15
+
+# 20. The bundled files, from the ninth round (step 18): the last five checkpoints averaged, float16; then the
+#     measurements for the docs.
 for name in "${BUNDLED_NAMES[@]}"; do
     $TRANSDEC average --exp-dir exp/cpu14/$name --last 5 --half --output src/transdec/pretrained/$name.pt
 done
