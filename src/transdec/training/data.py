@@ -89,10 +89,10 @@ def long_form_rows(durations: list[float], share: float, max_seconds: float, pau
     """One epoch's rows: ``share`` of the utterances joined, in random order, into long-form rows of at most
     ``max_seconds`` (pauses included); the rest one per row.
 
-    A model trained on short utterances alone drifts on long recordings, where attention spans far more than
-    it ever did in training (chunked encoding, :mod:`transdec.long_audio`, still gives it 40 s windows);
-    a share of long rows teaches it that span. With
-    ``share`` 0 the rows are ``[[0], [1], ...]``. Depends only on ``seed`` and ``epoch``, like the batches.
+    A model trained on short utterances alone fails on long recordings, where attention spans far more than
+    it ever did in training (chunked encoding, :mod:`transdec.long_audio`, still gives it 40 s windows); a
+    share of long rows teaches it that span (docs/models.md, "Long recordings"). With ``share`` 0 the rows
+    are ``[[0], [1], ...]``. Depends only on ``seed`` and ``epoch``, like the batches.
     """
     if not 0 <= share <= 1:
         raise ValueError(f"the long-form share must be between 0 and 1, got {share}")
