@@ -15,31 +15,30 @@ from __future__ import annotations
 
 import argparse
 
-import numpy as np
-
 import transdec
-from transdec.audio import load_audio
 from transdec.long_audio import ChunkingConfig
 from transdec.metrics import word_errors
-from transdec.training.data import read_manifest
+from transdec.training.data import collate, read_manifest
 
 SETTINGS = {"whole": None, "30 s windows": ChunkingConfig(), "10 s windows": ChunkingConfig(10.0, 5.0)}
 
 
 def long_recordings(entries, sample_rate: int, seconds: float, pause: float, count: int):
-    """Up to ``count`` (samples, reference, member indices): consecutive entries joined up to ``seconds``."""
-    silence = np.zeros(round(pause * sample_rate), dtype=np.float32)
-    recordings, members = [], []
+    """Up to ``count`` (samples, reference, member indices): consecutive entries joined up to ``seconds``,
+    by the training loader's own joining (:func:`~transdec.training.data.collate`)."""
+    rows, members, length = [], [], 0.0
     for i, entry in enumerate(entries):
-        if members and sum(entries[j].duration + pause for j in members) + entry.duration > seconds:
-            recordings.append(members)
-            members = []
-            if len(recordings) == count:
+        if members and length + pause + entry.duration > seconds:
+            rows.append(members)
+            members, length = [], 0.0
+            if len(rows) == count:
                 break
+        length += (pause if members else 0.0) + entry.duration
         members.append(i)
-    for members in recordings:
-        pieces = [piece for j in members for piece in (silence, load_audio(entries[j].audio_filepath, sample_rate))]
-        yield np.concatenate(pieces[1:]), " ".join(entries[j].text for j in members), members
+    for members in rows:
+        batch = collate(entries, [members], [[]] * len(entries), sample_rate, pause_seconds=pause)
+        samples = batch.waveforms[0, : batch.waveform_lengths[0]].numpy()
+        yield samples, " ".join(entries[j].text for j in members), members
 
 
 def main() -> None:
