@@ -8,7 +8,9 @@
 #   recipes/gpu/device.sh wait SECONDS              follow the runs for SECONDS or until all have ended
 #
 # With INIT_FROM=DIR, each run starts from DIR/<name>.pt (e.g. src/transdec/pretrained, to continue training
-# the bundled models) instead of from scratch.
+# the bundled models) instead of from scratch. TRAIN_SPLIT=NAME synthesises and trains on the kit's plan_NAME.jsonl
+# instead of plan_train.jsonl; SYNTH_SECONDS=S stops its synthesis after S seconds (the runs train on what is
+# done; mix_plan.py orders a plan so that any prefix is balanced); TRAIN_OPTIONS adds options to the runs.
 #
 # Both end by writing, to $OUT, each model's newest weights (float16; the last two checkpoints averaged while
 # the runs go on, the last five once they have ended) and the training logs, so that nothing is lost if the
@@ -24,24 +26,33 @@ export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
 WORK=/tmp/transdec-work
 DATA=$WORK/synth
 OUT=${OUT:-$WORK/out}
+TRAIN_SPLIT=${TRAIN_SPLIT:-train}
 started=$SECONDS
 
 start_runs() {
     local budget=$1
     mkdir -p "$DATA"
-    for split in train dev; do gunzip -c ".kit/plans/plan_$split.jsonl.gz" > "$DATA/plan_$split.jsonl"; done
+    for split in "$TRAIN_SPLIT" dev; do gunzip -c ".kit/plans/plan_$split.jsonl.gz" > "$DATA/plan_$split.jsonl"; done
     echo "[$SECONDS s] synthesising"
-    python3 recipes/synthetic_corpus.py audio --out "$DATA" --splits dev train --audio-format wav --jobs "$(nproc)"
-    python3 recipes/synthetic_corpus.py manifest --out "$DATA" --splits dev train --audio-format wav
+    python3 recipes/synthetic_corpus.py audio --out "$DATA" --splits dev "$TRAIN_SPLIT" --audio-format wav \
+        --jobs "$(nproc)" & local synth=$!
+    if [ -n "${SYNTH_SECONDS:-}" ]; then
+        while kill -0 $synth 2> /dev/null && (( SECONDS - started < SYNTH_SECONDS )); do sleep 2; done
+        # The pool's workers die with their parent's process group only if asked to.
+        kill -- -$synth 2> /dev/null || kill $synth 2> /dev/null || true
+        pkill -f "synthetic_corpus.py audio" || true
+    fi
+    wait $synth || true
+    python3 recipes/synthetic_corpus.py manifest --out "$DATA" --splits dev "$TRAIN_SPLIT" --audio-format wav
     echo "[$SECONDS s] starting three runs"
     for name in "${BUNDLED_NAMES[@]}"; do
         # setsid: the run outlives this command (the tool ends a command's own process group when it returns).
         # shellcheck disable=SC2046
-        setsid nohup python3 -m transdec.cli train --train-manifest "$DATA/train.jsonl" \
+        setsid nohup python3 -m transdec.cli train --train-manifest "$DATA/$TRAIN_SPLIT.jsonl" \
             --dev-manifest "$DATA/dev.jsonl" --exp-dir "$WORK/exp/$name" \
             "${BUNDLED_MODEL_OPTIONS[@]}" "${BUNDLED_GPU_OPTIONS[@]}" \
             $(bundled_head_options "$name") ${INIT_FROM:+--init-from "$INIT_FROM/$name.pt"} --budget "$budget" \
-            --threads 2 > "$WORK/$name.log" 2>&1 < /dev/null &
+            --threads 2 ${TRAIN_OPTIONS:-} > "$WORK/$name.log" 2>&1 < /dev/null &
     done
 }
 

