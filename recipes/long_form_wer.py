@@ -5,7 +5,8 @@
 
 Consecutive manifest utterances are joined, with ``--pause`` seconds of silence between them, into
 recordings of about ``--seconds``; each is transcribed whole (encoder attention over all of it), with the
-default chunking (30 s windows, 5 s of context each side) and with 10 s windows, and scored against the
+default chunking (30 s windows with the model's receptive field as context on each side, or 5 s where
+attention is global) and with 10 s windows (5 s of context), and scored against the
 joined transcripts. A model that only ever saw short utterances in training loses accuracy as attention
 spans more than it learnt; this measures how much, and whether long-form training rows
 (``transdec train --long-form-share``) win it back.

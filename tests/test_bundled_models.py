@@ -62,6 +62,7 @@ def test_long_recording_in_chunks_gives_the_unchunked_text(model) -> None:
             pieces += [clip, pause]
     recording = np.concatenate(pieces)
     whole = model.transcribe([recording], chunking=None)[0]
-    for chunking in (ChunkingConfig(), ChunkingConfig(chunk_seconds=10.0, context_seconds=5.0)):
+    # Default context: the receptive field of a local-attention encoder (exact up to rounding), else 5 s.
+    for chunking in (ChunkingConfig(), ChunkingConfig(chunk_seconds=10.0), ChunkingConfig(chunk_seconds=4.0)):
         chunked = model.transcribe([recording], chunking=chunking)[0]
         assert chunked.text == whole.text

@@ -30,10 +30,11 @@ def test_strided_length_is_ceil_division() -> None:
     assert torch.equal(strided_length(lengths, 3), (lengths + 7) // 8)
 
 
-@pytest.mark.parametrize("factor,kind", [(8, "dw_striding"), (4, "striding")])
-def test_encoder_output_does_not_depend_on_batch_padding(factor: int, kind: str) -> None:
+@pytest.mark.parametrize("factor,kind,context", [(8, "dw_striding", None), (4, "striding", None), (8, "dw_striding", 2)])
+def test_encoder_output_does_not_depend_on_batch_padding(factor: int, kind: str, context: int | None) -> None:
     torch.manual_seed(1)
-    encoder = ConformerEncoder(small_config(subsampling_factor=factor, subsampling=kind)).double().eval()
+    encoder = ConformerEncoder(small_config(subsampling_factor=factor, subsampling=kind,
+                                            attention_context=context)).double().eval()
     lengths = torch.tensor([57, 13, 40, 1])
     features = torch.randn(4, 57, 80, dtype=torch.float64)
     features[1, 13:] = 1e3  # whatever the padding holds must not leak into the valid frames
@@ -43,6 +44,29 @@ def test_encoder_output_does_not_depend_on_batch_padding(factor: int, kind: str)
         assert alone_length.item() == out_lengths[i].item()
         torch.testing.assert_close(encoded[i, : out_lengths[i]], alone[0], rtol=0, atol=1e-10)
         assert torch.all(encoded[i, out_lengths[i] :] == 0)
+
+
+@pytest.mark.parametrize("factor", [4, 8])
+def test_local_attention_bounds_what_a_frame_depends_on(factor: int) -> None:
+    """Changing the input at one feature frame changes exactly the output frames within the receptive field
+    (on both sides; the subsampling front end's margin is a fraction of a frame, so the bound is tight to 1)."""
+    torch.manual_seed(3)
+    encoder = ConformerEncoder(small_config(subsampling_factor=factor, attention_context=3)).double().eval()
+    field = encoder.receptive_field
+    assert field == 2 * (3 + 5 // 2) + 1
+    frames = 60 * factor
+    features = torch.randn(1, frames, 80, dtype=torch.float64)
+    lengths = torch.tensor([frames])
+    base, _ = encoder(features, lengths)
+    changed = features.clone()
+    at = 30 * factor  # the first feature frame of encoder frame 30
+    changed[0, at] += 1.0
+    moved, _ = encoder(changed, lengths)
+    differs = ((moved - base).abs().amax(-1) > 1e-12)[0].nonzero().flatten()
+    assert differs.min() >= 30 - field and differs.max() <= 30 + field
+    assert differs.min() <= 30 - field + 1 and differs.max() >= 30 + field - 1
+    full, _ = ConformerEncoder(small_config(subsampling_factor=factor)).double().eval()(features, lengths)
+    assert full.shape == base.shape
 
 
 def test_encoder_gradients_reach_every_parameter() -> None:
@@ -58,5 +82,7 @@ def test_config_checks() -> None:
         ConformerConfig(model_dim=30, num_heads=4)
     with pytest.raises(ValueError, match="odd"):
         ConformerConfig(conv_kernel=4)
+    with pytest.raises(ValueError, match="attention_context"):
+        ConformerConfig(attention_context=0)
     with pytest.raises(ValueError, match="4 or 8"):
         ConvSubsampling(80, 16, factor=2)

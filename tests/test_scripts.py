@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from test_model_and_training import HEADS, TEXTS, tiny_config, write_corpus
 from transdec.model.checkpoint import save_model
@@ -43,3 +44,17 @@ def test_script_runs_on_a_tiny_model(corpus_and_model: tuple[Path, Path], name: 
     result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "|" in result.stdout  # a table was printed
+
+
+def test_set_attention_context_changes_only_the_attention_context(corpus_and_model, tmp_path: Path) -> None:
+    from transdec.model.checkpoint import load_model
+
+    _, model = corpus_and_model
+    output = tmp_path / "local.pt"
+    command = [sys.executable, "recipes/set_attention_context.py", str(model), str(output), "--frames", "4"]
+    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    local, original = load_model(output), load_model(model)
+    assert local.config.encoder.attention_context == 4 and local.encoder.receptive_field == 1 * (4 + 3 // 2) + 1
+    assert original.encoder.receptive_field is None
+    assert all(torch.equal(a, b) for a, b in zip(local.state_dict().values(), original.state_dict().values()))

@@ -82,3 +82,27 @@ def test_chunked_encoding_joins_to_the_unchunked_frame_count(model, seconds) -> 
     torch.testing.assert_close(exact, whole, rtol=1e-4, atol=1e-4)
     texts = transcribe(model, [waveform.numpy()], chunking=ChunkingConfig(chunk_seconds=2.0, context_seconds=0.5))
     assert texts[0].duration == pytest.approx(seconds, abs=1e-4)
+
+
+def test_chunked_encoding_of_a_local_attention_model_is_exact() -> None:
+    """With a bounded receptive field the default context covers it: chunked frames equal the whole encoding."""
+    import dataclasses
+
+    from transdec.long_audio import ChunkingConfig, context_seconds, encode_long, needs_chunking
+
+    torch.manual_seed(4)
+    config = tiny_config(HeadSpec("rnnt", 24))
+    config = dataclasses.replace(config, encoder=dataclasses.replace(config.encoder, attention_context=4))
+    local = TransducerModel(config, Tokenizer.train(TEXTS * 3, 24)).eval()
+    chunking = ChunkingConfig(chunk_seconds=1.0)
+    assert context_seconds(local, chunking) == pytest.approx(local.encoder.receptive_field * 0.08)
+    waveform = torch.randn(16000 * 7) * 0.1
+    assert needs_chunking(local, len(waveform), chunking)
+    whole, _ = local.encode(waveform.unsqueeze(0))
+    chunked, _ = encode_long(local, waveform, chunking)
+    torch.testing.assert_close(chunked, whole, rtol=1e-5, atol=1e-5)
+    # One frame less context than the field and the frames near chunk edges differ.
+    short = ChunkingConfig(chunk_seconds=1.0, context_seconds=(local.encoder.receptive_field - 1) * 0.08)
+    assert not torch.allclose(encode_long(local, waveform, short)[0], whole, rtol=1e-5, atol=1e-5)
+    texts = [transcribe(local, [waveform.numpy()], chunking=c)[0].text for c in (None, chunking)]
+    assert texts[0] == texts[1]

@@ -31,6 +31,9 @@ def _add_train_parser(subparsers: argparse._SubParsersAction) -> None:
     model.add_argument("--layers", type=int, default=6)
     model.add_argument("--heads", type=int, default=4)
     model.add_argument("--conv-kernel", type=int, default=15)
+    model.add_argument("--attention-context", type=int, default=None, metavar="FRAMES",
+                       help="local attention: encoder frames each side a frame may attend to (default: all); "
+                            "makes long recordings in chunks exact (docs/models.md, 'Long recordings')")
     model.add_argument("--subsampling", choices=["dw_striding", "striding"], default="dw_striding")
     model.add_argument("--subsampling-factor", type=int, choices=[4, 8], default=8)
     model.add_argument("--predictor", choices=["lstm", "stateless"], default="lstm")
@@ -136,7 +139,8 @@ def _model_config(args: argparse.Namespace) -> ModelConfig:
         head=head,
         encoder=ConformerConfig(model_dim=args.d_model, num_layers=args.layers, num_heads=args.heads,
                                 conv_kernel=args.conv_kernel, subsampling=args.subsampling,
-                                subsampling_factor=args.subsampling_factor, dropout=args.dropout),
+                                subsampling_factor=args.subsampling_factor, dropout=args.dropout,
+                                attention_context=args.attention_context),
         predictor=PredictorConfig(kind=args.predictor, hidden_size=args.predictor_hidden,
                                   num_layers=args.predictor_layers, context_size=args.context_size),
         joint_dim=args.joint_dim,

@@ -12,7 +12,12 @@ How the edges are handled:
   subsampling factor, so encoder frames line up). Only the encoder frames of the central ``chunk`` are
   kept: every kept frame has seen at least ``context`` of audio on both sides (less only at the start and
   end of the recording, exactly as unchunked). The outputs join into ``ceil(T / factor)`` frames, as many
-  as the unchunked encoder gives; attention beyond the context is what chunking gives up.
+  as the unchunked encoder gives.
+* The context defaults to the encoder's receptive field where it has one (local attention,
+  ``ConformerConfig.attention_context``): then every kept frame saw everything it depends on, and the joined
+  output equals the unchunked encoding up to float rounding, so chunking changes no transcript beyond what
+  rounding can flip. With global attention there is no such bound; the context defaults to 5 s, and attention
+  beyond it is what chunking gives up.
 """
 
 from __future__ import annotations
@@ -27,20 +32,36 @@ from transdec.model.features import FbankExtractor, normalize_per_feature
 from transdec.model.transducer_model import TransducerModel
 
 
+GLOBAL_ATTENTION_CONTEXT_SECONDS = 5.0
+
+
 @dataclass(frozen=True)
 class ChunkingConfig:
-    """Recordings longer than ``chunk_seconds + 2 * context_seconds`` are encoded in windows."""
+    """Recordings longer than ``chunk_seconds + 2 * context`` are encoded in windows.
+
+    ``context_seconds=None``: the encoder's receptive field (exact chunking) where it is bounded, else 5 s.
+    """
 
     chunk_seconds: float = 30.0
-    context_seconds: float = 5.0
+    context_seconds: float | None = None
 
     def __post_init__(self) -> None:
-        if self.chunk_seconds <= 0 or self.context_seconds < 0:
+        if self.chunk_seconds <= 0 or (self.context_seconds is not None and self.context_seconds < 0):
             raise ValueError(f"chunk_seconds must be positive and context_seconds non-negative, got {self}")
 
 
+def context_seconds(model: TransducerModel, chunking: ChunkingConfig) -> float:
+    """The context each window gets on both sides of its chunk."""
+    if chunking.context_seconds is not None:
+        return chunking.context_seconds
+    field = model.encoder.receptive_field
+    if field is None:
+        return GLOBAL_ATTENTION_CONTEXT_SECONDS
+    return field * model.config.encoder.subsampling_factor * model.config.features.frame_shift_ms / 1000.0
+
+
 def needs_chunking(model: TransducerModel, num_samples: int, chunking: ChunkingConfig) -> bool:
-    return num_samples > (chunking.chunk_seconds + 2 * chunking.context_seconds) * model.sample_rate
+    return num_samples > (chunking.chunk_seconds + 2 * context_seconds(model, chunking)) * model.sample_rate
 
 
 def raw_features_in_chunks(model: TransducerModel, waveform: Tensor, frames_per_chunk: int = 6000) -> Tensor:
@@ -69,7 +90,8 @@ def encode_long(model: TransducerModel, waveform: Tensor, chunking: ChunkingConf
     factor = model.config.encoder.subsampling_factor
     frames_per_second = 1000.0 / model.config.features.frame_shift_ms
     chunk = max(factor, int(chunking.chunk_seconds * frames_per_second) // factor * factor)
-    context = int(chunking.context_seconds * frames_per_second) // factor * factor
+    # round(): the receptive field in seconds times the frame rate must give back its whole number of frames.
+    context = int(round(context_seconds(model, chunking) * frames_per_second, 6)) // factor * factor
     outputs = []
     for start in range(0, total, chunk):
         first, last = max(0, start - context), min(total, start + chunk + context)

@@ -3,6 +3,12 @@
 Positions enter through rotary embeddings inside attention (relative by construction, no length limit), and
 the convolution module uses layer norm rather than batch norm: together with the masking of padded frames,
 an utterance's encoding does not depend on what else is in the batch.
+
+With ``attention_context`` set, each frame attends only to frames at most that far away. Every layer then
+widens what an output frame depends on by a fixed amount, so the encoder has a finite receptive field
+(:attr:`ConformerEncoder.receptive_field`): a recording encoded in windows that overlap by at least that much
+gives the same frames as encoded whole (:mod:`transdec.long_audio`), and no recording is ever longer, as far
+as attention can tell, than the utterances the model was trained on.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ class ConformerConfig:
         subsampling_factor: 4 or 8.
         subsampling_channels: channels of the subsampling convolutions.
         dropout: dropout inside the blocks during training.
+        attention_context: encoder frames each side that a frame may attend to; ``None``: all of them.
     """
 
     feature_dim: int = 80
@@ -43,12 +50,15 @@ class ConformerConfig:
     subsampling_factor: int = 8
     subsampling_channels: int = 64
     dropout: float = 0.1
+    attention_context: int | None = None
 
     def __post_init__(self) -> None:
         if self.model_dim % self.num_heads or (self.model_dim // self.num_heads) % 2:
             raise ValueError(f"model_dim {self.model_dim} must split into {self.num_heads} heads of even width")
         if self.conv_kernel % 2 == 0:
             raise ValueError(f"conv_kernel must be odd, got {self.conv_kernel}")
+        if self.attention_context is not None and self.attention_context < 1:
+            raise ValueError(f"attention_context must be at least 1 frame, got {self.attention_context}")
 
 
 class ConformerEncoder(nn.Module):
@@ -66,13 +76,33 @@ class ConformerEncoder(nn.Module):
     def output_dim(self) -> int:
         return self.config.model_dim
 
+    @property
+    def receptive_field(self) -> int | None:
+        """Encoder frames on each side that an output frame depends on, or ``None`` (unbounded).
+
+        Per block, attention reaches ``attention_context`` frames and then the depthwise convolution half
+        its kernel; the subsampling front end (kernel 3, stride 2 per stage) reaches less than one encoder
+        frame on each side, counted as one.
+        """
+        if self.config.attention_context is None:
+            return None
+        return self.config.num_layers * (self.config.attention_context + self.config.conv_kernel // 2) + 1
+
     def forward(self, features: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
         """Returns ``(encoder_out [B, T', D], lengths [B])``; frames past a length are zero."""
         x, lengths = self.subsampling(features, lengths)
-        valid = torch.arange(x.shape[1], device=x.device) < lengths.unsqueeze(1)  # [B, T']
-        cos, sin = self.rotary(x.shape[1], x.device, x.dtype)
+        frames = x.shape[1]
+        valid = torch.arange(frames, device=x.device) < lengths.unsqueeze(1)  # [B, T']
+        # Padded keys are never attended to; a padded query row still sees the valid keys, so that no row is
+        # empty (an empty row would be NaN, and NaN survives the zeroing of padded frames).
+        attend = valid.view(-1, 1, 1, frames)  # [B, 1, 1 or T', T']
+        if self.config.attention_context is not None:
+            positions = torch.arange(frames, device=x.device)
+            near = (positions.view(-1, 1) - positions.view(1, -1)).abs() <= self.config.attention_context
+            attend = attend & (near | ~valid.view(-1, 1, frames, 1))
+        cos, sin = self.rotary(frames, x.device, x.dtype)
         for block in self.blocks:
-            x = block(x, valid, cos, sin)
+            x = block(x, valid, attend, cos, sin)
         return x * valid.unsqueeze(-1).to(x.dtype), lengths
 
 
@@ -87,9 +117,9 @@ class ConformerBlock(nn.Module):
         self.ff2 = FeedForward(config.model_dim, config.ff_multiplier, config.dropout)
         self.norm = nn.LayerNorm(config.model_dim)
 
-    def forward(self, x: Tensor, valid: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    def forward(self, x: Tensor, valid: Tensor, attend: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
         x = x + 0.5 * self.ff1(x)
-        x = x + self.attention(x, valid, cos, sin)
+        x = x + self.attention(x, attend, cos, sin)
         x = x + self.conv(x, valid)
         x = x + 0.5 * self.ff2(x)
         return self.norm(x)
@@ -138,14 +168,13 @@ class SelfAttention(nn.Module):
         self.out = nn.Linear(dim, dim)
         self.dropout = dropout
 
-    def forward(self, x: Tensor, valid: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    def forward(self, x: Tensor, attend: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+        """``x [B, T, D]``; ``attend [B, 1, 1 or T, T]`` is true where a query (row) may see a key."""
         batch, frames, dim = x.shape
         q, k, v = self.qkv(self.norm(x)).view(batch, frames, 3, self.num_heads, dim // self.num_heads).unbind(2)
         q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # [B, heads, T, head_dim]
         q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
-        # Padded keys are never attended to; a padded query row still sees the valid keys (never an empty row).
-        mask = valid.view(batch, 1, 1, frames)
-        attended = F.scaled_dot_product_attention(q, k, v, attn_mask=mask,
+        attended = F.scaled_dot_product_attention(q, k, v, attn_mask=attend,
                                                   dropout_p=self.dropout if self.training else 0.0)
         return F.dropout(self.out(attended.transpose(1, 2).reshape(batch, frames, dim)), self.dropout, self.training)
 
