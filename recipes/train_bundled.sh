@@ -293,9 +293,34 @@ with open("data/synth/train_cpu7.jsonl", "w") as out:
 PY
 long_round $DATA/train_cpu7.jsonl cpu14 cpu15
 
-# 20. The bundled files, from the ninth round (step 18): the last five checkpoints averaged, float16; then the
-#     measurements for the docs.
+# 20. (The bundled files of 2026-11-24 were the ninth round's, step 18, averaged as in step 22.)
+# 21. Eleventh round (2026-11-25): the ninth round's manifest with long-form rows (`--long-form-share 0.25
+#     --long-form-seconds 40`: a quarter of the utterances joined into rows of up to 40 s each epoch, docs/models.md,
+#     "Long recordings"), from the ninth-round averages; RNN-T 75 minutes then TDT 15 from its average on one
+#     core, multi-blank 90 minutes on the other, otherwise as step 16.
+LONG_FORM=(--long-form-share 0.25 --long-form-seconds 40)
+(
+    # shellcheck disable=SC2046
+    $TRANSDEC train "${LOWER_PEAK[@]}" "${LONG_FORM[@]}" --train-manifest $DATA/train_cpu6.jsonl --budget 75 \
+        $(bundled_head_options tiny-en-rnnt) --exp-dir exp/cpu16/tiny-en-rnnt --init-from exp/cpu14/tiny-en-rnnt.pt
+    $TRANSDEC average --exp-dir exp/cpu16/tiny-en-rnnt --last 5 --output exp/cpu16/tiny-en-rnnt.pt
+    # shellcheck disable=SC2046
+    $TRANSDEC train "${LOWER_PEAK[@]}" "${LONG_FORM[@]}" --train-manifest $DATA/train_cpu6.jsonl --budget 15 \
+        $(bundled_head_options tiny-en-tdt) --exp-dir exp/cpu16/tiny-en-tdt --init-from exp/cpu16/tiny-en-rnnt.pt
+) &
+# shellcheck disable=SC2046
+$TRANSDEC train "${LOWER_PEAK[@]}" "${LONG_FORM[@]}" --train-manifest $DATA/train_cpu6.jsonl --budget 90 \
+    $(bundled_head_options tiny-en-multiblank) --exp-dir exp/cpu16/tiny-en-multiblank \
+    --init-from exp/cpu14/tiny-en-multiblank.pt &
+wait
+
+# 22. The bundled files, from the eleventh round: the last five checkpoints averaged, float16, with local
+#     attention of CONTEXT frames each side set afterwards (no weight changes; docs/models.md, "Long
+#     recordings"); then the measurements for the docs.
+CONTEXT=48
 for name in "${BUNDLED_NAMES[@]}"; do
-    $TRANSDEC average --exp-dir exp/cpu14/$name --last 5 --half --output src/transdec/pretrained/$name.pt
+    $TRANSDEC average --exp-dir exp/cpu16/$name --last 5 --half --output src/transdec/pretrained/$name.pt
+    $PY recipes/set_attention_context.py src/transdec/pretrained/$name.pt src/transdec/pretrained/$name.pt \
+        --frames $CONTEXT
 done
 recipes/measure_bundled.sh
