@@ -1,9 +1,10 @@
 """Writes a corpus plan for a GPU box that synthesises for a fixed time: rows drawn from existing plans, the two
 voice families interleaved one to one, so that whatever prefix gets synthesised before the time is up is
-balanced between them.
+balanced between them. (The command below made the plan of the 2026-11-25 H100 run, docs/models.md.)
 
     python recipes/gpu/mix_plan.py --out data/synth --name train_gpu --size 80000 \\
-        --piper train_wordnet_glosses:23822 train_piper_extra train_wordnet --espeak train_wordnet_glosses train_wordnet
+        --piper train_wordnet_glosses:23822 train_piper_extra train_wordnet \\
+        --espeak train_wordnet_glosses train train_wordnet
 
 A source `SPLIT:FIRST` skips that split's first FIRST rows of the voice (e.g. readings already synthesised
 elsewhere). Rows keep their ids and synthesis settings, so each one sounds exactly as in its own split; only
