@@ -38,8 +38,8 @@ start_runs() {
         --jobs "$(nproc)" & local synth=$!
     if [ -n "${SYNTH_SECONDS:-}" ]; then
         while kill -0 $synth 2> /dev/null && (( SECONDS - started < SYNTH_SECONDS )); do sleep 2; done
-        # The pool's workers die with their parent's process group only if asked to.
-        kill -- -$synth 2> /dev/null || kill $synth 2> /dev/null || true
+        # The pool's workers outlive their parent: stop them by name too.
+        kill $synth 2> /dev/null || true
         pkill -f "synthetic_corpus.py audio" || true
     fi
     wait $synth || true

@@ -90,8 +90,11 @@ def encode_long(model: TransducerModel, waveform: Tensor, chunking: ChunkingConf
     factor = model.config.encoder.subsampling_factor
     frames_per_second = 1000.0 / model.config.features.frame_shift_ms
     chunk = max(factor, int(chunking.chunk_seconds * frames_per_second) // factor * factor)
-    # round(): the receptive field in seconds times the frame rate must give back its whole number of frames.
-    context = int(round(context_seconds(model, chunking) * frames_per_second, 6)) // factor * factor
+    field = model.encoder.receptive_field
+    if chunking.context_seconds is None and field is not None:
+        context = field * factor  # whole encoder frames, not a conversion through seconds that could round down
+    else:
+        context = int(context_seconds(model, chunking) * frames_per_second) // factor * factor
     outputs = []
     for start in range(0, total, chunk):
         first, last = max(0, start - context), min(total, start + chunk + context)
