@@ -58,3 +58,30 @@ def test_set_attention_context_changes_only_the_attention_context(corpus_and_mod
     assert local.config.encoder.attention_context == 4 and local.encoder.receptive_field == 1 * (4 + 3 // 2) + 1
     assert original.encoder.receptive_field is None
     assert all(torch.equal(a, b) for a, b in zip(local.state_dict().values(), original.state_dict().values()))
+
+
+def test_grow_encoder_inserts_blocks_that_keep_the_function(corpus_and_model, tmp_path: Path) -> None:
+    from transdec.model.checkpoint import load_model
+
+    _, model = corpus_and_model
+    output = tmp_path / "grown.pt"
+    command = [sys.executable, "recipes/grow_encoder.py", str(model), str(output), "--after", "0"]
+    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    grown, original = load_model(output).double().eval(), load_model(model).double().eval()
+    assert len(grown.encoder.blocks) == len(original.encoder.blocks) + 1
+    torch.manual_seed(1)
+    features, lengths = torch.randn(2, 90, original.config.encoder.feature_dim, dtype=torch.float64), torch.tensor([90, 41])
+    with torch.no_grad():
+        torch.testing.assert_close(grown.encoder(features, lengths)[0], original.encoder(features, lengths)[0],
+                                   atol=1e-4, rtol=0)
+    new_block = grown.encoder.blocks[1]
+    assert not torch.equal(new_block.ff1.net[1].weight, torch.zeros_like(new_block.ff1.net[1].weight))
+    assert torch.equal(new_block.attention.out.weight, torch.zeros_like(new_block.attention.out.weight))
+    grown_weights = grown.state_dict()
+    assert all(torch.equal(grown_weights[name], weight) for name, weight in original.state_dict().items()
+               if ".blocks." not in name)
+
+    bad = subprocess.run([sys.executable, "recipes/grow_encoder.py", str(model), str(tmp_path / "x.pt"), "--after", "5"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert bad.returncode != 0 and "--after must name distinct blocks among 0..0" in bad.stderr
