@@ -314,13 +314,61 @@ $TRANSDEC train "${LOWER_PEAK[@]}" "${LONG_FORM[@]}" --train-manifest $DATA/trai
     --init-from exp/cpu14/tiny-en-multiblank.pt &
 wait
 
-# 22. The bundled files, from the eleventh round: the last five checkpoints averaged, float16, with local
-#     attention of CONTEXT frames each side set afterwards (no weight changes; docs/models.md, "Long
-#     recordings"); then the measurements for the docs.
+# 22. The files bundled from the eleventh round (until step 24 replaced them): the last five checkpoints
+#     averaged, float16, with local attention of CONTEXT frames each side set afterwards (no weight changes;
+#     docs/models.md, "Long recordings"); then the measurements for the docs.
 CONTEXT=48
 for name in "${BUNDLED_NAMES[@]}"; do
     $TRANSDEC average --exp-dir exp/cpu16/$name --last 5 --half --output src/transdec/pretrained/$name.pt
     $PY recipes/set_attention_context.py src/transdec/pretrained/$name.pt src/transdec/pretrained/$name.pt \
         --frames $CONTEXT
+done
+recipes/measure_bundled.sh
+
+# 23. Twelfth round (2026-11-25): the encoders grown from 4 to 6 Conformer blocks (a block that
+#     starts as the identity inserted after blocks 1 and 3, `recipes/grow_encoder.py`; RNN-T 4.18 M parameters,
+#     multi-blank 3.36 M) and trained with local attention of 32 frames (receptive field 235 frames, 18.8 s);
+#     data: Piper's readings of the first 25,387 definitions listed twice, espeak-ng's readings of as many other
+#     definitions once, the 98,000 older utterances and the 79,572 WordNet examples once (253,733 lines, 56%
+#     Piper); long-form rows as in step 21. RNN-T 95 minutes, then TDT 15 from its average; multi-blank 110.
+$PY - <<'PY'
+import json
+piper_used = 25387  # the contiguous prefix of Piper's readings of the definitions synthesised by then
+piper, espeak = [], []
+for line in open("data/synth/train_wordnet_glosses.jsonl"):
+    row = json.loads(line)
+    index = int(row["audio_filepath"].removesuffix(".wav").rsplit("-", 1)[1])
+    if row["voice"] == "piper" and index < piper_used:
+        piper.append(line)
+    elif row["voice"] == "espeak" and piper_used <= index < 2 * piper_used:
+        espeak.append(line)
+with open("data/synth/train_cpu8.jsonl", "w") as out:
+    for name in ("train", "train_piper_extra", "train_wordnet"):
+        out.writelines(open(f"data/synth/{name}.jsonl"))
+    out.writelines(piper + piper + espeak)
+PY
+mkdir -p exp/grow
+for name in tiny-en-rnnt tiny-en-multiblank; do
+    $PY recipes/grow_encoder.py exp/cpu16/$name.pt exp/grow/$name.pt --after 1 3
+done
+SIX_BLOCKS=(--train-manifest $DATA/train_cpu8.jsonl "${LONG_FORM[@]}" --layers 6 --attention-context 32)
+(
+    # shellcheck disable=SC2046
+    $TRANSDEC train "${LOWER_PEAK[@]}" "${SIX_BLOCKS[@]}" --budget 95 $(bundled_head_options tiny-en-rnnt) \
+        --exp-dir exp/cpu17/tiny-en-rnnt --init-from exp/grow/tiny-en-rnnt.pt
+    $TRANSDEC average --exp-dir exp/cpu17/tiny-en-rnnt --last 5 --output exp/cpu17/tiny-en-rnnt.pt
+    # shellcheck disable=SC2046
+    $TRANSDEC train "${LOWER_PEAK[@]}" "${SIX_BLOCKS[@]}" --budget 15 $(bundled_head_options tiny-en-tdt) \
+        --exp-dir exp/cpu17/tiny-en-tdt --init-from exp/cpu17/tiny-en-rnnt.pt
+) &
+# shellcheck disable=SC2046
+$TRANSDEC train "${LOWER_PEAK[@]}" "${SIX_BLOCKS[@]}" --budget 110 $(bundled_head_options tiny-en-multiblank) \
+    --exp-dir exp/cpu17/tiny-en-multiblank --init-from exp/grow/tiny-en-multiblank.pt &
+wait
+
+# 24. The bundled files, from the twelfth round: the last five checkpoints averaged, float16 (local attention of
+#     32 frames as trained); then the measurements for the docs.
+for name in "${BUNDLED_NAMES[@]}"; do
+    $TRANSDEC average --exp-dir exp/cpu17/$name --last 5 --half --output src/transdec/pretrained/$name.pt
 done
 recipes/measure_bundled.sh
