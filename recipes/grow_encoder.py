@@ -46,8 +46,9 @@ def grow(model: TransducerModel, after: list[int]) -> TransducerModel:
         raise SystemExit(f"--after must name distinct blocks among 0..{len(old_blocks) - 1}, got {after}")
     config.encoder.num_layers = len(old_blocks) + len(after)
     grown = TransducerModel(config, model.tokenizer)
-    grown.load_state_dict({name: w for name, w in model.state_dict().items() if ".blocks." not in name},
-                          strict=False)
+    result = grown.load_state_dict({name: w for name, w in model.state_dict().items() if ".blocks." not in name},
+                                   strict=False)
+    assert not result.unexpected_keys and all(".blocks." in name for name in result.missing_keys)
     blocks = []
     for i, block in enumerate(old_blocks):
         block = copy.deepcopy(block)

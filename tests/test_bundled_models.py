@@ -40,7 +40,7 @@ def test_examples_give_timed_words(example_results) -> None:
         assert all(0 <= w.start < w.end <= result.duration + 0.08 and 0 < w.confidence <= 1 for w in result.words)
 
 
-# The bundled models are still weak (held-out WER 7.7-9.0%, docs/models.md): they get the examples wrong.
+# The bundled models are still weak (held-out WER 7.6-8.8%, docs/models.md): they get the examples wrong.
 # Strict, so that a better model makes this fail until the mark is removed.
 WEAK_MODELS = pytest.mark.xfail(strict=True, reason="bundled models still weak (docs/models.md)")
 
