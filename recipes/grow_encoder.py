@@ -67,7 +67,6 @@ def main() -> None:
     parser.add_argument("model")
     parser.add_argument("output")
     parser.add_argument("--after", type=int, nargs="+", required=True, metavar="BLOCK")
-    parser.add_argument("--half", action="store_true", help="store float16 weights")
     args = parser.parse_args()
     model = load_model(args.model).double().eval()
     grown = grow(model, args.after).double().eval()
@@ -80,7 +79,7 @@ def main() -> None:
     difference = (before - after).abs().max().item()
     if difference > 1e-3:
         raise SystemExit(f"the grown encoder differs from the original by {difference:.2e}")
-    save_model(grown.float(), args.output, half=args.half)
+    save_model(grown.float(), args.output)
     print(f"wrote {args.output}: {len(model.encoder.blocks)} -> {len(grown.encoder.blocks)} blocks, "
           f"{sum(p.numel() for p in grown.parameters()) / 1e6:.2f} M parameters, "
           f"largest output difference {difference:.1e}")
