@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from test_model_and_training import HEADS, TEXTS, tiny_config, write_corpus
-from transdec.model.checkpoint import save_model
+from transdec.model.checkpoint import load_model, save_model
 from transdec.model.tokenizer import Tokenizer
 from transdec.model.transducer_model import TransducerModel
 
@@ -37,22 +37,23 @@ SCRIPTS = {
 }
 
 
+def run_script(*args: str | Path) -> subprocess.CompletedProcess:
+    """Runs ``python ARGS...`` from the repository root."""
+    return subprocess.run([sys.executable, *map(str, args)], cwd=ROOT, capture_output=True, text=True, timeout=300)
+
+
 @pytest.mark.parametrize("name", SCRIPTS)
 def test_script_runs_on_a_tiny_model(corpus_and_model: tuple[Path, Path], name: str) -> None:
     manifest, model = corpus_and_model
-    command = [sys.executable, *(arg.format(model=model) for arg in SCRIPTS[name]), "--manifest", str(manifest)]
-    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    result = run_script(*(arg.format(model=model) for arg in SCRIPTS[name]), "--manifest", manifest)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "|" in result.stdout  # a table was printed
 
 
 def test_set_attention_context_changes_only_the_attention_context(corpus_and_model, tmp_path: Path) -> None:
-    from transdec.model.checkpoint import load_model
-
     _, model = corpus_and_model
     output = tmp_path / "local.pt"
-    command = [sys.executable, "recipes/set_attention_context.py", str(model), str(output), "--frames", "4"]
-    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    result = run_script("recipes/set_attention_context.py", model, output, "--frames", "4")
     assert result.returncode == 0, result.stderr[-3000:]
     local, original = load_model(output), load_model(model)
     assert local.config.encoder.attention_context == 4 and local.encoder.receptive_field == 1 * (4 + 3 // 2) + 1
@@ -61,12 +62,9 @@ def test_set_attention_context_changes_only_the_attention_context(corpus_and_mod
 
 
 def test_grow_encoder_inserts_blocks_that_keep_the_function(corpus_and_model, tmp_path: Path) -> None:
-    from transdec.model.checkpoint import load_model
-
     _, model = corpus_and_model
     output = tmp_path / "grown.pt"
-    command = [sys.executable, "recipes/grow_encoder.py", str(model), str(output), "--after", "0"]
-    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    result = run_script("recipes/grow_encoder.py", model, output, "--after", "0")
     assert result.returncode == 0, result.stderr[-3000:]
     grown, original = load_model(output).double().eval(), load_model(model).double().eval()
     assert len(grown.encoder.blocks) == len(original.encoder.blocks) + 1
@@ -82,6 +80,5 @@ def test_grow_encoder_inserts_blocks_that_keep_the_function(corpus_and_model, tm
     assert all(torch.equal(grown_weights[name], weight) for name, weight in original.state_dict().items()
                if ".blocks." not in name)
 
-    bad = subprocess.run([sys.executable, "recipes/grow_encoder.py", str(model), str(tmp_path / "x.pt"), "--after", "5"],
-                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    bad = run_script("recipes/grow_encoder.py", model, tmp_path / "x.pt", "--after", "5")
     assert bad.returncode != 0 and "--after must name distinct blocks among 0..0" in bad.stderr
