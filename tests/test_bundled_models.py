@@ -3,6 +3,9 @@ recording is encoded in chunks. Skipped for a model that is not in this installa
 
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +16,8 @@ from transdec.audio import load_audio
 from transdec.long_audio import ChunkingConfig
 from transdec.model.checkpoint import BUNDLED_MODELS, bundled_model_path
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLES = REPO / "examples"
 EXPECTED = {
     "piper_are_you_making_this_up.flac": "are you making all this up as you go along",
     "piper_allens_axiom.flac": "allen's axiom when all else fails read the instructions",
@@ -38,6 +42,22 @@ def test_examples_give_timed_words(example_results) -> None:
     for result in example_results:
         assert result.text and result.text.split() == [w.word for w in result.words]
         assert all(0 <= w.start < w.end <= result.duration + 0.08 and 0 < w.confidence <= 1 for w in result.words)
+
+
+def test_readme_command_prints_the_right_text() -> None:
+    """The README's first command, run as a user runs it: the default model prints the example's transcript,
+    and the README says which text that is."""
+    try:
+        bundled_model_path("tiny-en-rnnt")
+    except FileNotFoundError:
+        pytest.skip("tiny-en-rnnt is not in this installation")
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    example = re.search(r"transdec transcribe (examples/\S+)", readme).group(1)
+    expected = EXPECTED[Path(example).name]
+    assert f'It prints "{expected}"' in readme
+    printed = subprocess.run([sys.executable, "-m", "transdec.cli", "transcribe", example], cwd=REPO,
+                             capture_output=True, text=True, check=True).stdout
+    assert printed.strip() == expected
 
 
 # The bundled models are still weak (held-out WER 7.6-8.8%, docs/models.md): they get the examples wrong.
