@@ -405,3 +405,41 @@ PY
         --attention-context 32 --budget 110 "${PIECE_LIMIT[@]}" $(bundled_head_options tiny-en-multiblank) \
         --exp-dir exp/cpu18/tiny-en-multiblank --init-from exp/grow/tiny-en-multiblank-8.pt
 done
+$TRANSDEC average --exp-dir exp/cpu18/tiny-en-multiblank --last 5 --output exp/cpu18/tiny-en-multiblank.pt
+
+# 26. Fourteenth round (2026-11-25, same machine as step 25): step 25's multi-blank fine-tuned on a Piper-heavy
+#     mix, one thread for 100 minutes (peak 4e-4) in three pieces while the other core synthesised Piper's
+#     readings of training sentences (train_piper_extra) in order. Each piece's manifest: the train split's
+#     espeak-ng sentences, a seeded half of the espeak-ng examples and definitions, and Piper x3 (train
+#     sentences, the first 307, 9,106 and 17,947 train_piper_extra sentences) or x2 (the first 36,834
+#     definitions): 54%, 60% and 65% Piper. (Piece 1's seed was 62,051, the size in bytes of that manifest's
+#     train_piper_extra.jsonl; later pieces use the number of its rows.)
+$PY recipes/synthetic_corpus.py audio --out $DATA --splits train_wordnet_glosses --voices piper \
+    --index-range 0 36834 --audio-format wav
+PIECE_LIMIT=(--time-limit 35)
+for piper_sentences in 307 9106 17947; do
+    $PY recipes/synthetic_corpus.py audio --out $DATA --splits train_piper_extra --voices piper \
+        --index-range 0 $piper_sentences --audio-format wav
+    $PY recipes/synthetic_corpus.py manifest --out $DATA --audio-format wav \
+        --splits train train_wordnet train_wordnet_glosses train_piper_extra
+    SEED=$piper_sentences; [ $piper_sentences = 307 ] && SEED=62051
+    $PY - $SEED <<'PY'
+import json, random, sys
+rng = random.Random(int(sys.argv[1]))
+with open("data/synth/train_cpu10.jsonl", "w") as out:
+    for name in ("train", "train_wordnet", "train_wordnet_glosses", "train_piper_extra"):
+        for line in open(f"data/synth/{name}.jsonl"):
+            if json.loads(line)["voice"] == "piper":
+                copies = 2 if name == "train_wordnet_glosses" else 3
+            else:
+                copies = 1 if name == "train" or rng.random() < 0.5 else 0
+            out.write(line * copies)
+PY
+    [ $piper_sentences = 17947 ] && PIECE_LIMIT=()
+    # shellcheck disable=SC2046
+    $TRANSDEC train "${LOWER_PEAK[@]}" "${LONG_FORM[@]}" --train-manifest $DATA/train_cpu10.jsonl --layers 8 \
+        --attention-context 32 --peak-lr 4e-4 --budget 100 "${PIECE_LIMIT[@]}" \
+        $(bundled_head_options tiny-en-multiblank) --exp-dir exp/cpu19/tiny-en-multiblank \
+        --init-from exp/cpu18/tiny-en-multiblank.pt
+done
+$TRANSDEC average --exp-dir exp/cpu19/tiny-en-multiblank --last 5 --half --output exp/cpu19/tiny-en-multiblank.pt
