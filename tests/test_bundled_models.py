@@ -60,7 +60,7 @@ def test_readme_command_prints_the_right_text() -> None:
     assert printed.strip() == expected
 
 
-# The bundled models are still weak (held-out WER 7.6-8.8%, docs/models.md): they get the examples wrong.
+# The bundled models are still weak (held-out WER 7.5-8.5%, docs/models.md): they get the examples wrong.
 # Strict, so that a better model makes this fail until the mark is removed.
 WEAK_MODELS = pytest.mark.xfail(strict=True, reason="bundled models still weak (docs/models.md)")
 
