@@ -442,4 +442,10 @@ PY
         $(bundled_head_options tiny-en-multiblank) --exp-dir exp/cpu19/tiny-en-multiblank \
         --init-from exp/cpu18/tiny-en-multiblank.pt
 done
-$TRANSDEC average --exp-dir exp/cpu19/tiny-en-multiblank --last 5 --half --output exp/cpu19/tiny-en-multiblank.pt
+
+# 27. The bundled multi-blank file, from the fourteenth round (RNN-T and TDT stay step 24's); then the
+#     measurements for the docs.
+$TRANSDEC average --exp-dir exp/cpu19/tiny-en-multiblank --last 5 --half \
+    --output src/transdec/pretrained/tiny-en-multiblank.pt
+rm -f exp/measure/*.txt
+recipes/measure_bundled.sh
