@@ -391,14 +391,8 @@ for piper_definitions in 109 11535 23096; do
         --index-range 0 $piper_definitions --audio-format wav
     $PY recipes/synthetic_corpus.py manifest --out $DATA --splits train train_wordnet train_wordnet_glosses \
         --audio-format wav
-    $PY - <<'PY'
-import json
-with open("data/synth/train_cpu9.jsonl", "w") as out:
-    for name in ("train", "train_wordnet", "train_wordnet_glosses"):
-        for line in open(f"data/synth/{name}.jsonl"):
-            twice = json.loads(line)["voice"] == "piper" and name != "train_wordnet"
-            out.write(line * (2 if twice else 1))
-PY
+    $PY recipes/mix_manifest.py $DATA/train_cpu9.jsonl --data $DATA \
+        --splits train train_wordnet train_wordnet_glosses --piper-copies train=2 train_wordnet_glosses=2
     [ $piper_definitions = 23096 ] && PIECE_LIMIT=()
     # shellcheck disable=SC2046
     $TRANSDEC train "${LOWER_PEAK[@]}" "${LONG_FORM[@]}" --train-manifest $DATA/train_cpu9.jsonl --layers 8 \
@@ -416,6 +410,8 @@ $TRANSDEC average --exp-dir exp/cpu18/tiny-en-multiblank --last 5 --output exp/c
 #     train_piper_extra.jsonl; later pieces use the number of its rows.)
 $PY recipes/synthetic_corpus.py audio --out $DATA --splits train_wordnet_glosses --voices piper \
     --index-range 0 36834 --audio-format wav
+PIPER_HEAVY=(--splits train train_wordnet train_wordnet_glosses train_piper_extra --espeak-share 0.5
+             --espeak-whole train --piper-copies train=3 train_wordnet_glosses=2 train_piper_extra=3)
 PIECE_LIMIT=(--time-limit 35)
 for piper_sentences in 307 9106 17947; do
     $PY recipes/synthetic_corpus.py audio --out $DATA --splits train_piper_extra --voices piper \
@@ -423,18 +419,7 @@ for piper_sentences in 307 9106 17947; do
     $PY recipes/synthetic_corpus.py manifest --out $DATA --audio-format wav \
         --splits train train_wordnet train_wordnet_glosses train_piper_extra
     SEED=$piper_sentences; [ $piper_sentences = 307 ] && SEED=62051
-    $PY - $SEED <<'PY'
-import json, random, sys
-rng = random.Random(int(sys.argv[1]))
-with open("data/synth/train_cpu10.jsonl", "w") as out:
-    for name in ("train", "train_wordnet", "train_wordnet_glosses", "train_piper_extra"):
-        for line in open(f"data/synth/{name}.jsonl"):
-            if json.loads(line)["voice"] == "piper":
-                copies = 2 if name == "train_wordnet_glosses" else 3
-            else:
-                copies = 1 if name == "train" or rng.random() < 0.5 else 0
-            out.write(line * copies)
-PY
+    $PY recipes/mix_manifest.py $DATA/train_cpu10.jsonl --data $DATA "${PIPER_HEAVY[@]}" --seed $SEED
     [ $piper_sentences = 17947 ] && PIECE_LIMIT=()
     # shellcheck disable=SC2046
     $TRANSDEC train "${LOWER_PEAK[@]}" "${LONG_FORM[@]}" --train-manifest $DATA/train_cpu10.jsonl --layers 8 \

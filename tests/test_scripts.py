@@ -3,6 +3,7 @@ on a tiny model and corpus: their figures are only checked by eye, so at least t
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -82,3 +83,22 @@ def test_grow_encoder_inserts_blocks_that_keep_the_function(corpus_and_model, tm
 
     bad = run_script("recipes/grow_encoder.py", model, tmp_path / "x.pt", "--after", "5")
     assert bad.returncode != 0 and "--after must name distinct blocks among 0..0" in bad.stderr
+
+
+def test_mix_manifest_balances_voices_reproducibly(tmp_path: Path) -> None:
+    for name, voices in {"a": ["piper", "espeak", "espeak"], "b": ["espeak"] * 40 + ["piper"]}.items():
+        (tmp_path / f"{name}.jsonl").write_text("".join(
+            json.dumps({"audio_filepath": f"{name}{i}.wav", "duration": 1.0, "text": "x", "voice": voice}) + "\n"
+            for i, voice in enumerate(voices)))
+
+    def mix(output: str, seed: int) -> list[str]:
+        result = run_script("recipes/mix_manifest.py", tmp_path / output, "--data", tmp_path, "--splits", "a", "b",
+                            "--piper-copies", "a=3", "--espeak-share", "0.5", "--espeak-whole", "a",
+                            "--seed", seed)
+        assert result.returncode == 0, result.stderr[-3000:]
+        return [json.loads(line)["audio_filepath"].removesuffix(".wav") for line in open(tmp_path / output)]
+
+    rows = mix("one.jsonl", 7)
+    assert rows[:5] == ["a0", "a0", "a0", "a1", "a2"] and rows[-1] == "b40"  # Piper x3 in a, x1 (default) in b
+    assert 5 < len(rows) - 6 < 35  # about half of b's 40 espeak-ng rows
+    assert mix("two.jsonl", 7) == rows and mix("three.jsonl", 8) != rows

@@ -1,0 +1,65 @@
+"""Writes one training manifest that mixes the corpus's split manifests with a voice balance.
+
+    .venv/bin/python recipes/mix_manifest.py data/synth/train_mix.jsonl --data data/synth \
+        --splits train train_wordnet train_wordnet_glosses train_piper_extra \
+        --piper-copies train=3 train_wordnet_glosses=2 train_piper_extra=3 \
+        --espeak-share 0.5 --espeak-whole train --seed 35505
+
+Piper rows are listed ``--piper-copies`` times (per split, 1 where not given); espeak-ng rows are kept whole in
+the ``--espeak-whole`` splits and otherwise each kept with probability ``--espeak-share``, drawn in the order of
+``--splits`` from a generator seeded with ``--seed``. The generator is called only for those espeak-ng rows, so a
+mix is reproduced exactly from the same split manifests and seed (the recipe records each one).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+from collections import Counter
+from pathlib import Path
+
+
+def split_copies(pairs: list[str]) -> dict[str, int]:
+    """``["train=3", ...]`` -> ``{"train": 3, ...}``."""
+    copies = {}
+    for pair in pairs:
+        name, sep, count = pair.partition("=")
+        if not sep or not count.isdigit():
+            raise SystemExit(f"--piper-copies expects SPLIT=COUNT, got {pair!r}")
+        copies[name] = int(count)
+    return copies
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("output", type=Path)
+    parser.add_argument("--data", type=Path, default=Path("data/synth"), help="folder of the split manifests")
+    parser.add_argument("--splits", nargs="+", required=True)
+    parser.add_argument("--piper-copies", nargs="*", default=[], metavar="SPLIT=COUNT")
+    parser.add_argument("--espeak-share", type=float, default=1.0,
+                        help="share of espeak-ng rows kept outside the --espeak-whole splits")
+    parser.add_argument("--espeak-whole", nargs="*", default=[], metavar="SPLIT")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+
+    piper_copies = split_copies(args.piper_copies)
+    rng = random.Random(args.seed)
+    lines_per_voice: Counter[str] = Counter()
+    with open(args.output, "w") as out:
+        for name in args.splits:
+            for line in open(args.data / f"{name}.jsonl"):
+                voice = json.loads(line)["voice"]
+                if voice == "piper":
+                    copies = piper_copies.get(name, 1)
+                elif name in args.espeak_whole or args.espeak_share >= 1.0:
+                    copies = 1
+                else:
+                    copies = 1 if rng.random() < args.espeak_share else 0
+                out.write(line * copies)
+                lines_per_voice[voice] += copies
+    print(args.output, dict(lines_per_voice))
+
+
+if __name__ == "__main__":
+    main()
