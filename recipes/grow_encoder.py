@@ -5,13 +5,13 @@
 inserts one block after each listed block (0-based, in the original numbering): four blocks with
 ``--after 1 3`` become six. Continued training then starts from the trained model rather than from scratch.
 
-A new block starts as the identity. Its residual branches start at zero (the last linear layer of both
-feed-forward modules, of the attention and of the convolution module are zero; the layers before them keep
-their random initialisation, so the branches start learning as soon as those weights move). Every block ends
-with a layer norm, which a zero branch alone would not undo, so the block it follows hands over its final norm's
-gain and bias to the new block and keeps a plain normalisation (gain 1, bias 0): the new block's norm then
-receives an already normalised input, which it leaves as it is before applying the moved gain and bias.
-Outputs agree with the original model's up to the layer norms' epsilon (checked here on random input).
+A new block starts as the identity. Its residual branches start at zero (the last linear layer of both feed-forward
+modules, of the attention and of the convolution module are zero; the layers before them keep their random
+initialisation, seeded by ``--seed``, so the branches start learning as soon as those weights move). Every block
+ends with a layer norm, which a zero branch alone would not undo, so the block it follows hands over its final
+norm's gain and bias to the new block and keeps a plain normalisation (gain 1, bias 0): the new block's norm then
+receives an already normalised input, which it leaves as it is before applying the moved gain and bias. Outputs
+agree with the original model's up to the layer norms' epsilon (checked here on random input).
 """
 
 from __future__ import annotations
@@ -67,10 +67,11 @@ def main() -> None:
     parser.add_argument("model")
     parser.add_argument("output")
     parser.add_argument("--after", type=int, nargs="+", required=True, metavar="BLOCK")
+    parser.add_argument("--seed", type=int, default=0, help="seeds the new blocks' random layers")
     args = parser.parse_args()
     model = load_model(args.model).double().eval()
+    torch.manual_seed(args.seed)
     grown = grow(model, args.after).double().eval()
-    torch.manual_seed(0)
     features = torch.randn(2, 400, model.config.encoder.feature_dim, dtype=torch.float64)
     lengths = torch.tensor([400, 250])
     with torch.no_grad():

@@ -331,6 +331,8 @@ recipes/measure_bundled.sh
 #     data: Piper's readings of the first 25,387 definitions listed twice, espeak-ng's readings of as many other
 #     definitions once, the 98,000 older utterances and the 79,572 WordNet examples once (253,733 lines, 56%
 #     Piper); long-form rows as in step 21. RNN-T 95 minutes, then TDT 15 from its average; multi-blank 110.
+#     (Until 2026-11-25 grow_encoder.py left the new blocks' random layers unseeded, so this step and step 25
+#     grew their files with other random values than the script's --seed 0 gives now.)
 $PY - <<'PY'
 import json
 piper_used = 25387  # the contiguous prefix of Piper's readings of the definitions synthesised by then

@@ -80,6 +80,10 @@ def test_grow_encoder_inserts_blocks_that_keep_the_function(corpus_and_model, tm
     grown_weights = grown.state_dict()
     assert all(torch.equal(grown_weights[name], weight) for name, weight in original.state_dict().items()
                if ".blocks." not in name)
+    again = tmp_path / "again.pt"
+    assert run_script("recipes/grow_encoder.py", model, again, "--after", "0").returncode == 0
+    first, second = load_model(output).state_dict(), load_model(again).state_dict()
+    assert all(torch.equal(weight, second[name]) for name, weight in first.items())  # seeded: reproducible
 
     bad = run_script("recipes/grow_encoder.py", model, tmp_path / "x.pt", "--after", "5")
     assert bad.returncode != 0 and "--after must name distinct blocks among 0..0" in bad.stderr
