@@ -436,3 +436,43 @@ $TRANSDEC average --exp-dir exp/cpu19/tiny-en-multiblank --last 5 --half \
     --output src/transdec/pretrained/tiny-en-multiblank.pt
 rm -f exp/measure/*.txt
 recipes/measure_bundled.sh
+
+# 28. Fifteenth round (2026-11-25, same machine as step 25): the RNN-T of step 24 grown to 8 blocks (5.14 M
+#     parameters; the grown file came from the unseeded script, see step 23) and trained on step 26's Piper-heavy
+#     mix, peak 5e-4, one thread, in 35-minute pieces while the other core synthesised more train_piper_extra
+#     sentences: pieces started with the first 25,487, 33,959, 35,505 and then 36,235 of them (68-71% Piper;
+#     seed = that count). The second piece was cut short by the end of a session (resumed from the checkpoint
+#     at 40.6 minutes) and the budget then cut from 200 to 170 minutes; the synthesis was stopped at 36,235
+#     sentences to give the other core to step 29.
+$PY recipes/grow_encoder.py src/transdec/pretrained/tiny-en-rnnt.pt exp/grow/tiny-en-rnnt-8.pt --after 2 4
+for piece in 25487:200:35 33959:200:6 35505:170:35 36235:170:35 36235:170:35 36235:170:35; do
+    IFS=: read -r piper_sentences budget minutes <<< "$piece"
+    $PY recipes/synthetic_corpus.py audio --out $DATA --splits train_piper_extra --voices piper \
+        --index-range 0 $piper_sentences --audio-format wav
+    $PY recipes/synthetic_corpus.py manifest --out $DATA --audio-format wav \
+        --splits train train_wordnet train_wordnet_glosses train_piper_extra
+    $PY recipes/mix_manifest.py $DATA/train_cpu11.jsonl --data $DATA "${PIPER_HEAVY[@]}" --seed $piper_sentences
+    [ $piper_sentences = 35505 ] && cp $DATA/train_cpu11.jsonl $DATA/train_cpu12.jsonl  # step 29's data
+    # shellcheck disable=SC2046
+    $TRANSDEC train "${LOWER_PEAK[@]}" "${LONG_FORM[@]}" --train-manifest $DATA/train_cpu11.jsonl --layers 8 \
+        --attention-context 32 --budget $budget --time-limit $minutes $(bundled_head_options tiny-en-rnnt) \
+        --exp-dir exp/cpu20/tiny-en-rnnt --init-from exp/grow/tiny-en-rnnt-8.pt
+done
+
+# 29. Sixteenth round (2026-11-25, beside step 28 on the other core): the fourteenth-round multi-blank
+#     (step 26's last five checkpoints averaged, float32) fine-tuned again on the mix of step 28's third piece
+#     (35,505 train_piper_extra sentences), peak 3e-4, 105 minutes on one thread. Held-out 7.29%
+#     (espeak-ng 5.71%, Piper 8.91%) against step 26's 8.03%; step 28: 6.86% (6.16%, 7.59%), step 24 7.46%.
+$TRANSDEC average --exp-dir exp/cpu19/tiny-en-multiblank --last 5 --output exp/cpu19/tiny-en-multiblank.pt
+# shellcheck disable=SC2046
+$TRANSDEC train "${LOWER_PEAK[@]}" "${LONG_FORM[@]}" --train-manifest $DATA/train_cpu12.jsonl --layers 8 \
+    --attention-context 32 --peak-lr 3e-4 --budget 105 $(bundled_head_options tiny-en-multiblank) \
+    --exp-dir exp/cpu21/tiny-en-multiblank --init-from exp/cpu19/tiny-en-multiblank.pt
+
+# 30. The bundled RNN-T and multi-blank files, from steps 28 and 29 (TDT stays step 24's); then the
+#     measurements for the docs.
+$TRANSDEC average --exp-dir exp/cpu20/tiny-en-rnnt --last 5 --half --output src/transdec/pretrained/tiny-en-rnnt.pt
+$TRANSDEC average --exp-dir exp/cpu21/tiny-en-multiblank --last 5 --half \
+    --output src/transdec/pretrained/tiny-en-multiblank.pt
+rm -f exp/measure/*.txt
+recipes/measure_bundled.sh

@@ -45,22 +45,23 @@ def test_examples_give_timed_words(example_results) -> None:
 
 
 def test_readme_command_prints_the_right_text() -> None:
-    """The README's first command, run as a user runs it: the default model prints the example's transcript,
-    and the README says which text that is."""
+    """The README's first command, run as a user runs it: the README says what the default model prints and
+    which text is right."""
     try:
         bundled_model_path("tiny-en-rnnt")
     except FileNotFoundError:
         pytest.skip("tiny-en-rnnt is not in this installation")
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     example = re.search(r"transdec transcribe (examples/\S+)", readme).group(1)
-    expected = EXPECTED[Path(example).name]
-    assert f'It prints "{expected}"' in readme
     printed = subprocess.run([sys.executable, "-m", "transdec.cli", "transcribe", example], cwd=REPO,
-                             capture_output=True, text=True, check=True).stdout
-    assert printed.strip() == expected
+                             capture_output=True, text=True, check=True).stdout.strip()
+    said = " ".join(readme.split())  # the README wraps its lines
+    assert f'It prints "{printed}"' in said
+    expected = EXPECTED[Path(example).name]
+    assert printed == expected or f'The right text is "{expected}"' in said
 
 
-# The bundled models are still weak (held-out WER 7.5-8.5%, docs/models.md): they get the examples wrong.
+# The bundled models are still weak (held-out WER 6.9-8.5%, docs/models.md): they get the examples wrong.
 # Strict, so that a better model makes this fail until the mark is removed.
 WEAK_MODELS = pytest.mark.xfail(strict=True, reason="bundled models still weak (docs/models.md)")
 
