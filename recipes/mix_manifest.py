@@ -52,7 +52,7 @@ def main() -> None:
                 voice = json.loads(line)["voice"]
                 if voice == "piper":
                     copies = piper_copies.get(name, 1)
-                elif name in args.espeak_whole or args.espeak_share >= 1.0:
+                elif name in args.espeak_whole:
                     copies = 1
                 else:
                     copies = 1 if rng.random() < args.espeak_share else 0

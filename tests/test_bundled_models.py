@@ -44,7 +44,7 @@ def test_examples_give_timed_words(example_results) -> None:
         assert all(0 <= w.start < w.end <= result.duration + 0.08 and 0 < w.confidence <= 1 for w in result.words)
 
 
-def test_readme_command_prints_the_right_text() -> None:
+def test_readme_says_what_its_first_command_prints() -> None:
     """The README's first command, run as a user runs it: the README says what the default model prints and
     which text is right."""
     try:
