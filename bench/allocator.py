@@ -55,7 +55,7 @@ def measure_training(args: argparse.Namespace, env: dict[str, str], scratch: Pat
     out = scratch / "train_step.json"
     peak = run_child([sys.executable, "bench/train_step.py", "--manifest", args.train_manifest, "--prune-ranges",
                       "5", "--steps", str(args.steps), "--threads", str(args.threads), "--json", str(out)], env)
-    return json.loads(out.read_text())["5"]["total"], peak
+    return json.loads(out.read_text())["pruned 5"]["total"], peak
 
 
 def measure_evaluate(args: argparse.Namespace, env: dict[str, str], scratch: Path) -> tuple[float, float, float]:

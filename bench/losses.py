@@ -3,13 +3,16 @@
 For RNN-T it also times the same lattice recursion fed by plain autograd normalisation
 (``log_softmax`` + ``gather``), to show what the fused normalisation of
 :mod:`transdec.losses.lattice` buys, and, for RNN-T and TDT, the lattice recursion alone on given
-weights, with its own backward (beta) recursion against autograd through the frame loop. All run in one
+weights, with its own backward (beta) recursion against autograd through the frame loop. On a GPU,
+``--lattices loop kernel`` runs every case with the recursions as frame loops and as Triton kernels
+(:mod:`transdec.losses.lattice_kernels`) and prints how far their losses and gradients differ. All run in one
 process, interleaved; medians are reported.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 
@@ -56,6 +59,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--lattices", nargs="+", choices=["loop", "kernel"], default=["loop"],
+                        help="lattice recursions to time (kernel: Triton, CUDA only)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
@@ -83,7 +88,12 @@ def main() -> None:
         logits = torch.randn(B, T, U + 1, width, device=device, requires_grad=True)
         runs.append((name, lambda f=loss_fn, x=logits: f(x), [logits]))
     runs.extend(lattice_cases(B, T, U, device))
-    samples = {name: ([], []) for name, _, _ in runs}
+    # Autograd through the loop calls the frame loop itself, whatever the setting: timed once.
+    runs = [(f"{name} [{lattice}]" if len(args.lattices) > 1 else name, lattice, loss_fn, leaves)
+            for name, loss_fn, leaves in runs for lattice in args.lattices
+            if lattice == args.lattices[0] or "through the loop" not in name]
+    samples = {name: ([], []) for name, _, _, _ in runs}
+    results = {}  # name -> (loss, gradients) of the last round
 
     def now() -> float:
         if device.type == "cuda":
@@ -91,12 +101,14 @@ def main() -> None:
         return time.perf_counter()
 
     for _ in range(args.repeats + 1):  # the first round warms up and is discarded
-        for name, loss_fn, leaves in runs:
+        for name, lattice, loss_fn, leaves in runs:
+            os.environ["TRANSDEC_LATTICE"] = lattice
             start = now()
             loss = loss_fn()
             middle = now()
             loss.backward()
             end = now()
+            results[name] = (loss.detach(), [leaf.grad for leaf in leaves])
             for leaf in leaves:
                 leaf.grad = None
             samples[name][0].append(middle - start)
@@ -108,6 +120,13 @@ def main() -> None:
     for name, (forward, backward) in samples.items():
         f, b = statistics.median(forward[1:]) * 1e3, statistics.median(backward[1:]) * 1e3
         print(f"| {name} | {f:.0f} | {b:.0f} | {f + b:.0f} |")
+    if len(args.lattices) > 1:
+        print("\n| case | loss, kernel vs loop | largest gradient difference |\n|---|---|---|")
+        for name, lattice, _, _ in runs:
+            if lattice == "loop" and name.replace("[loop]", "[kernel]") in results:
+                (loss, grads), (other_loss, other_grads) = results[name], results[name.replace("[loop]", "[kernel]")]
+                difference = max((a - b).abs().max().item() for a, b in zip(grads, other_grads))
+                print(f"| {name[: -len(' [loop]')]} | {(loss - other_loss).abs().item():.2e} | {difference:.2e} |")
 
 
 if __name__ == "__main__":

@@ -1,18 +1,23 @@
 """Where a training step's time goes, with the full lattice loss and with the pruned loss, side by side.
 
     .venv/bin/python bench/train_step.py --manifest data/synth/train.jsonl --head rnnt --prune-ranges 0 5
+    python3 bench/train_step.py --manifest ... --device cuda --bf16 --prune-ranges 5 --lattices loop kernel
 
 Uses the bundled-model shape (d_model 144, 4 layers, LSTM / joint 320, BPE 256) on real batches of the
 synthetic corpus (``--batch-seconds`` of padded audio each). Every batch is trained once per setting in turn
 (``--prune-ranges``, 0 = the full lattice; each setting has its own copy of the model and optimiser), so all
 settings see the same batches under the same machine load. Prints the median of ``--steps`` steps per phase.
+On a GPU, ``--lattices loop kernel`` also compares the lattice recursions as frame loops and as Triton kernels
+(:mod:`transdec.losses.lattice_kernels`).
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import itertools
 import json
+import os
 import statistics
 import time
 
@@ -48,8 +53,13 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--prune-ranges", type=int, nargs="+", default=[0, 5],
                         help="settings to compare: 0 = full lattice, S > 0 = pruned loss with S rows per frame")
-    parser.add_argument("--json", help="also write the medians here: {prune_range: {phase: seconds}}")
+    parser.add_argument("--lattices", nargs="+", choices=["loop", "kernel"], default=["loop"],
+                        help="lattice recursions to compare (kernel: Triton, CUDA only)")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--bf16", action="store_true", help="bf16 autocast of the encoder, as on a GPU")
+    parser.add_argument("--json", help="also write the medians here: {setting: {phase: seconds}}")
     args = parser.parse_args()
+    device = torch.device(args.device)
     configure_malloc("keep")  # as `transdec train` does
     torch.set_num_threads(args.threads)
     torch.set_flush_denormal(True)
@@ -62,30 +72,39 @@ def main() -> None:
                                         encoder=ConformerConfig(num_layers=args.layers, dropout=0.0),
                                         joint_dim=320), tokenizer).train()
     runs = {}
-    for prune_range in args.prune_ranges:
-        config = TrainConfig("", "", "", prune_range=prune_range, prune_warmup_steps=0,
+    for prune_range, lattice in itertools.product(args.prune_ranges, args.lattices):
+        config = TrainConfig("", "", "", prune_range=prune_range, prune_warmup_steps=0, bf16=args.bf16,
                              specaugment=SpecAugmentConfig(time_masks=2))
-        run_model = copy.deepcopy(model)
-        simple_joint = SimpleJoint(144, predictor.hidden_size, args.vocab_size) if prune_range else None
+        run_model = copy.deepcopy(model).to(device)
+        simple_joint = SimpleJoint(144, predictor.hidden_size, args.vocab_size).to(device) if prune_range else None
         parameters = list(run_model.parameters()) + (list(simple_joint.parameters()) if simple_joint else [])
         optimizer = torch.optim.AdamW(parameters, lr=1e-4)
-        runs[prune_range] = (config, run_model, simple_joint, optimizer, {name: [] for name in PHASES + ["total"]})
+        name = "full lattice" if prune_range == 0 else f"pruned {prune_range}"
+        if len(args.lattices) > 1:
+            name += f", {lattice}"
+        runs[name] = (lattice, config, run_model, simple_joint, optimizer, {phase: [] for phase in PHASES + ["total"]})
     token_ids = [tokenizer.encode(e.text) for e in entries]
     batches = bucketed_batches([e.duration for e in entries], args.batch_seconds, seed=0, epoch=0)
     utterances, audio = [], []
 
+    def now() -> float:
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        return time.perf_counter()
+
     for step, indices in enumerate(batches[: args.steps + 1]):
-        batch = collate(entries, [[i] for i in indices], token_ids, model.sample_rate)
-        for config, run_model, simple_joint, optimizer, phases in runs.values():
+        batch = collate(entries, [[i] for i in indices], token_ids, model.sample_rate).to(device)
+        for lattice, config, run_model, simple_joint, optimizer, phases in runs.values():
+            os.environ["TRANSDEC_LATTICE"] = lattice
             generator = torch.Generator().manual_seed(step)
-            times = [time.perf_counter()]
+            times = [now()]
             loss, _ = training_loss(run_model, batch, config, generator, simple_joint, step=10**6)
-            times.append(time.perf_counter())
+            times.append(now())
             optimizer.zero_grad()
             loss.backward()
-            times.append(time.perf_counter())
+            times.append(now())
             optimizer.step()
-            times.append(time.perf_counter())
+            times.append(now())
             if step == 0:
                 continue  # warm-up
             for name, (a, b) in zip(PHASES, zip(times, times[1:])):
@@ -95,10 +114,11 @@ def main() -> None:
             utterances.append(len(indices))
             audio.append(float(batch.waveform_lengths.sum()) / model.sample_rate)
 
-    print(f"head {args.head}, {model.num_parameters() / 1e6:.2f} M parameters, {args.threads} threads, median of "
+    print(f"head {args.head}, {model.num_parameters() / 1e6:.2f} M parameters, {args.device}, {args.threads} threads, "
+          f"{'bf16 encoder, ' if args.bf16 else ''}median of "
           f"{len(utterances)} steps, {statistics.median(utterances)} utterances ({statistics.median(audio):.0f} s "
           "of audio) per step")
-    names = [f"{'full lattice' if p == 0 else f'pruned {p}'}" for p in runs]
+    names = list(runs)
     print("| phase | " + " | ".join(f"{n} s" for n in names) + " |\n|---|" + "---|" * len(names))
     for phase in PHASES + ["total"]:
         cells = [f"{statistics.median(run[-1][phase]):.3f}" for run in runs.values()]
@@ -108,8 +128,8 @@ def main() -> None:
         f"{baseline / statistics.median(run[-1]['total']):.2f}x" for run in runs.values()) + " |")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({p: {phase: statistics.median(times) for phase, times in run[-1].items()}
-                       for p, run in runs.items()}, f)
+            json.dump({name: {phase: statistics.median(times) for phase, times in run[-1].items()}
+                       for name, run in runs.items()}, f)
 
 
 if __name__ == "__main__":

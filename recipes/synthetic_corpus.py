@@ -417,7 +417,9 @@ def cmd_manifest(args: argparse.Namespace) -> None:
 
     for split in args.splits:
         missing = 0
-        with open(args.out / f"{split}.jsonl", "w", encoding="utf-8") as f:
+        manifest = args.out / f"{split}.jsonl"
+        # Written aside and renamed: a training run reading it meanwhile (--reload-manifest) sees whole files.
+        with open(manifest.with_suffix(".tmp"), "w", encoding="utf-8") as f:
             for utt in read_plan(args.out, split):
                 path = audio_path(args.out, utt, args.audio_format)
                 if not path.exists():
@@ -426,6 +428,7 @@ def cmd_manifest(args: argparse.Namespace) -> None:
                 entry = {"audio_filepath": str(path.relative_to(args.out)), "duration": round(soundfile.info(str(path)).duration, 3),
                          "text": utt["text"], "voice": utt["voice"]}
                 f.write(json.dumps(entry) + "\n")
+        os.replace(manifest.with_suffix(".tmp"), manifest)
         print(f"{split}.jsonl written ({missing} planned utterances not synthesised yet)")
 
 

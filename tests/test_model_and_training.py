@@ -252,6 +252,23 @@ def test_training_state_replays_the_same_batches(tmp_path: Path, long_form_share
         torch.testing.assert_close(b["model"][name], tensor, rtol=0, atol=1e-6, msg=name)
 
 
+def test_reload_manifest_takes_new_utterances_at_the_next_epoch(tmp_path: Path) -> None:
+    manifest = write_corpus(tmp_path / "data", 8)
+    lines = manifest.read_text().splitlines()
+    manifest.write_text("\n".join(lines[:4]) + "\n")
+    config = TrainConfig(str(manifest), str(manifest), str(tmp_path / "exp"), max_steps=1, warmup_steps=1,
+                         batch_seconds=100.0, eval_every=100, save_every=100, threads=1, reload_manifest=True)
+    trainer = Trainer(config, tiny_config(HEADS[0]))
+    positions = trainer.batch_positions()
+    first_epoch = next(positions)
+    manifest.write_text("\n".join(lines) + "\n")  # the corpus grew while epoch 0 trained
+    second_epoch = next(positions)
+    assert (first_epoch[0], second_epoch[0]) == (0, 1)
+    assert sorted(i for row in first_epoch[2] for i in row) == [0, 1, 2, 3]
+    assert sorted(i for row in second_epoch[2] for i in row) == list(range(8))
+    assert len(trainer.train_entries) == len(trainer.token_ids) == 8
+
+
 def test_a_tdt_run_starts_from_an_rnnt_model(tmp_path: Path) -> None:
     manifest = write_corpus(tmp_path / "data", 8)
     rnnt_head, tdt_head = HEADS[0], next(h for h in HEADS if h.kind == "tdt")

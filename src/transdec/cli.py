@@ -78,6 +78,8 @@ def _add_train_parser(subparsers: argparse._SubParsersAction) -> None:
     train.add_argument("--budget", type=float, default=None, metavar="MINUTES",
                        help="train for this much time in all: the learning-rate decay follows elapsed training "
                             "time instead of --max-steps (which still caps the run)")
+    train.add_argument("--reload-manifest", action="store_true",
+                       help="read the training manifest again at each epoch, e.g. while its corpus is synthesised")
     train.add_argument("--device", default="cpu", help="cpu or cuda")
     train.add_argument("--loader-threads", type=int, default=2, help="threads reading the next batches")
 
@@ -161,7 +163,7 @@ def _train(args: argparse.Namespace) -> None:
         device=args.device, budget_minutes=args.budget, loader_threads=args.loader_threads,
         init_encoder_only=args.init_encoder_only, prune_range=args.prune_range,
         long_form_share=args.long_form_share, long_form_seconds=args.long_form_seconds,
-        long_form_pause=args.long_form_pause,
+        long_form_pause=args.long_form_pause, reload_manifest=args.reload_manifest,
         specaugment=SpecAugmentConfig(freq_masks=0, time_masks=0) if args.no_specaugment
         else SpecAugmentConfig(freq_masks=args.freq_masks, time_masks=args.time_masks),
     )

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import torch
 
+from transdec.losses import lattice_kernels
+
 #: Label weights (duration -> ``[B, T, P]``) and blank weights (duration -> ``[B, T, P]``) of lattice points.
 LatticeWeights = tuple[dict[int, torch.Tensor], dict[int, torch.Tensor]]
 
@@ -82,7 +84,10 @@ class _Lattice(torch.autograd.Function):
     def forward(ctx, logit_lengths, target_lengths, label_durations, blank_durations, *weights):
         label_weights = dict(zip(label_durations, weights[: len(label_durations)]))
         blank_weights = dict(zip(blank_durations, weights[len(label_durations):]))
-        alpha = _alphas(label_weights, blank_weights)
+        if lattice_kernels.kernels_apply(weights[0]):
+            alpha = lattice_kernels.alphas(label_weights, blank_weights)
+        else:
+            alpha = _alphas(label_weights, blank_weights)
         log_likelihood = _ending(alpha, blank_weights, logit_lengths, target_lengths)
         ctx.durations = (label_durations, blank_durations)
         ctx.save_for_backward(logit_lengths, target_lengths, alpha, log_likelihood, *weights)
@@ -186,6 +191,9 @@ def _betas(
         torch.arange(positions, device=reference.device).view(1, 1, -1) == target_lengths.view(-1, 1, 1))
     to_label = reference.new_full((batch_size, max_time + longest + 1, positions), IMPOSSIBLE)
     to_blank = torch.where(end_point, 0.0, to_label)
+    if lattice_kernels.kernels_apply(reference):
+        lattice_kernels.betas(label_weights, blank_weights, to_label, to_blank, logit_lengths)
+        return to_label, to_blank
     impossible_column = reference.new_full((batch_size, 1), IMPOSSIBLE)
     same_frame_labels = label_weights.get(0)
 

@@ -89,6 +89,7 @@ class TrainConfig:
     prune_range: int = 0  # > 0: the pruned loss with this many lattice rows per frame (0: the full lattice)
     simple_loss_scale: float = 0.5  # weight of the pruned loss's simple loss once warmed up
     prune_warmup_steps: int = 500  # steps over which the pruned loss's weight rises from 0.1 to 1
+    reload_manifest: bool = False  # read train_manifest again at each epoch (a corpus still being synthesised)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
@@ -200,10 +201,8 @@ class Trainer:
         self.exp_dir = Path(config.exp_dir)
         self.checkpoint_dir = self.exp_dir / "checkpoints"
         self.checkpoint_dir.mkdir(parents=True, exist_ok=True)
-        self.train_entries = [e for e in read_manifest(config.train_manifest) if e.duration <= config.max_duration]
+        self.train_entries = self.read_train_manifest()
         self.dev_entries = read_manifest(config.dev_manifest)
-        if not self.train_entries:
-            raise ValueError(f"{config.train_manifest}: no utterances of at most {config.max_duration} s")
 
         latest = self.latest_checkpoint()
         state: dict[str, Any] | None = None
@@ -266,6 +265,13 @@ class Trainer:
                 {"train": dataclasses.asdict(config), "model": model_config.to_dict()}, indent=2))
         self._stop_requested = False
 
+    def read_train_manifest(self) -> list[ManifestEntry]:
+        config = self.config
+        entries = [e for e in read_manifest(config.train_manifest) if e.duration <= config.max_duration]
+        if not entries:
+            raise ValueError(f"{config.train_manifest}: no utterances of at most {config.max_duration} s")
+        return entries
+
     def parameters(self) -> list[torch.nn.Parameter]:
         """Everything the optimiser trains: the model and, with the pruned loss, the simple joint."""
         extra = list(self.simple_joint.parameters()) if self.simple_joint is not None else []
@@ -312,18 +318,25 @@ class Trainer:
 
     def batch_positions(self) -> Iterator[tuple[int, int, list[list[int]]]]:
         """``(epoch, batch_in_epoch, rows)`` of every batch from the current position on; a row is the
-        utterance indices it joins (see :func:`~transdec.training.data.long_form_rows`)."""
+        utterance indices it joins (see :func:`~transdec.training.data.long_form_rows`) in
+        ``self.train_entries`` as it is when the batch is yielded (``reload_manifest`` replaces it between
+        epochs)."""
         config = self.config
         durations = [e.duration for e in self.train_entries]
         epoch, position = self.epoch, self.batch_in_epoch
+        resuming = True
         while True:
+            if config.reload_manifest and not resuming:
+                self.train_entries = self.read_train_manifest()
+                self.token_ids = [self.model.tokenizer.encode(e.text) for e in self.train_entries]
+                durations = [e.duration for e in self.train_entries]
             rows = long_form_rows(durations, config.long_form_share, config.long_form_seconds,
                                   config.long_form_pause, config.seed, epoch)
             seconds = row_seconds(rows, durations, config.long_form_pause)
             batches = bucketed_batches(seconds, config.batch_seconds, config.seed, epoch)
             for index in range(position, len(batches)):
                 yield epoch, index, [rows[i] for i in batches[index]]
-            epoch, position = epoch + 1, 0
+            epoch, position, resuming = epoch + 1, 0, False
 
     def out_of_time(self) -> bool:
         budget = self.config.budget_minutes
