@@ -76,6 +76,7 @@ start_runs() {
     # setsid: the process outlives this command (the tool ends a command's own process group when it returns).
     setsid nohup nice -n 10 python3 recipes/synthetic_corpus.py audio --out "$DATA" --splits "$TRAIN_SPLIT" \
         --audio-format wav --jobs "$(nproc)" > "$WORK/synth.log" 2>&1 < /dev/null &
+    sleep 5  # until it shows in the process list
     while synthesising && (( SECONDS - started < ${SYNTH_SECONDS:-100000} )); do sleep 2; done
     if [ -z "${KEEP_SYNTHESISING:-}" ]; then
         # The pool's workers outlive their parent: stop them by name.
@@ -111,7 +112,7 @@ follow() {
             echo "[$SECONDS s] $name: $(tail -n 1 "$WORK/exp/$name/log.jsonl" 2>/dev/null)"
             echo "    $(tail -c 300 "$WORK/$name.log" | tr '\r' '\n' | tail -n 2 | tr '\n' ' ')"
         done
-        echo "    $(wc -l < "$DATA/$TRAIN_SPLIT.jsonl") utterances in the manifest;" \
+        echo "    $(wc -l < "$DATA/$TRAIN_SPLIT.jsonl" 2> /dev/null) utterances in the manifest;" \
             "$(nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader)"
     done
 }
