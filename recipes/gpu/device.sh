@@ -8,6 +8,8 @@
 #   recipes/gpu/device.sh check                     set up the kit, synthesise the dev set, and compare the
 #                                                   lattice's frame loops with its Triton kernels on the GPU
 #                                                   (bench/losses.py, bench/train_step.py)
+#   recipes/gpu/device.sh evaluate                  synthesise the test set and evaluate the bundled models on
+#                                                   the GPU (transdec evaluate, label- and frame-looping)
 #   recipes/gpu/device.sh start MINUTES [SECONDS]   synthesise the corpus, start the runs with a training
 #                                                   budget of MINUTES, then follow them as `wait` does
 #   recipes/gpu/device.sh wait SECONDS              follow the runs for SECONDS or until all have ended
@@ -44,16 +46,26 @@ unpack_plan() {  # SPLIT: from .kit-plans/, else .kit/plans/
     gunzip -c "$packed" > "$DATA/plan_$1.jsonl"
 }
 
-synthesise_dev() {
-    [ -f "$DATA/dev.jsonl" ] && return
-    unpack_plan dev
-    python3 recipes/synthetic_corpus.py audio --out "$DATA" --splits dev --audio-format wav --jobs "$(nproc)"
-    python3 recipes/synthetic_corpus.py manifest --out "$DATA" --splits dev --audio-format wav
+synthesise() {  # SPLIT, whole
+    [ -f "$DATA/$1.jsonl" ] && return
+    unpack_plan "$1"
+    python3 recipes/synthetic_corpus.py audio --out "$DATA" --splits "$1" --audio-format wav --jobs "$(nproc)"
+    python3 recipes/synthetic_corpus.py manifest --out "$DATA" --splits "$1" --audio-format wav
+}
+
+evaluate_models() {
+    mkdir -p "$OUT"
+    synthesise test
+    for name in "${RUN_NAMES[@]}"; do
+        python3 -m transdec.cli evaluate "$DATA/test.jsonl" --model "src/transdec/pretrained/$name.pt" --device cuda \
+            --decoding greedy_label,greedy_frame --normalizer none --output-dir "$WORK/evaluate/$name"
+        cp "$WORK/evaluate/$name/predictions_greedy_label.jsonl" "$OUT/$name-predictions.jsonl"
+    done 2>&1 | tee "$OUT/evaluate.txt"
 }
 
 check_kernels() {
     mkdir -p "$OUT"
-    synthesise_dev
+    synthesise dev
     {
         nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
         python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)'
@@ -70,7 +82,7 @@ check_kernels() {
 
 start_runs() {
     local budget=$1
-    synthesise_dev
+    synthesise dev
     unpack_plan "$TRAIN_SPLIT"
     echo "[$SECONDS s] synthesising"
     # setsid: the process outlives this command (the tool ends a command's own process group when it returns).
@@ -137,6 +149,7 @@ collect() {
 
 case ${1:-} in
     check) check_kernels; exit ;;
+    evaluate) evaluate_models; exit ;;
     start) start_runs "$2"; follow "${3:-560}" ;;
     wait) follow "$2" ;;
     *) echo "usage: $0 check | start MINUTES [SECONDS] | wait SECONDS" >&2; exit 2 ;;

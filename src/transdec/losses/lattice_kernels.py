@@ -91,7 +91,9 @@ if triton is not None:
         top = tl.maximum(a, b)
         return top + tl.log(1.0 + tl.exp(tl.minimum(a, b) - top))
 
-    @triton.jit
+    # Sizes are plain arguments, not specialisations: Triton would otherwise compile a variant for each pattern
+    # of sizes divisible by 16 (or equal to 1), and training batches come in all sizes.
+    @triton.jit(do_not_specialize=["batch_size", "max_time", "positions"])
     def _alpha_kernel(labels, blanks, label_durations, blank_durations, alpha, batch_size, max_time, positions,
                       NUM_LABELS: tl.constexpr, NUM_BLANKS: tl.constexpr, SAME_FRAME: tl.constexpr,
                       BLOCK: tl.constexpr):
@@ -132,7 +134,7 @@ if triton is not None:
             tl.store(alpha + row_base + t * positions + u, total, mask=in_row)
             tl.debug_barrier()  # the next frame reads what every thread of this one wrote
 
-    @triton.jit
+    @triton.jit(do_not_specialize=["batch_size", "max_time", "positions", "beta_frames"])
     def _beta_kernel(labels, blanks, label_durations, blank_durations, to_label, to_blank, logit_lengths,
                      batch_size, max_time, positions, beta_frames, NUM_LABELS: tl.constexpr,
                      NUM_BLANKS: tl.constexpr, SAME_FRAME: tl.constexpr, BLOCK: tl.constexpr):
