@@ -35,33 +35,30 @@ def kernels_apply(reference: torch.Tensor) -> bool:
     return reference.is_cuda or os.environ.get("TRITON_INTERPRET") == "1"
 
 
-def _stacked(weights: dict[int, torch.Tensor], shape: tuple[int, ...]) -> tuple[torch.Tensor, torch.Tensor]:
-    """``([N, *shape] weights, [N] durations)``; one dummy row when there are none (never read)."""
-    reference_device = next(iter(weights.values())).device if weights else None
-    if not weights:
-        return torch.zeros(1, *shape), torch.zeros(1, dtype=torch.int32)
-    values = torch.stack([w.contiguous() for w in weights.values()])
-    return values, torch.tensor(list(weights), dtype=torch.int32, device=reference_device)
-
-
-def _launch_shape(positions: int) -> tuple[int, int]:
+def _kernel_arguments(label_weights: dict[int, torch.Tensor], blank_weights: dict[int, torch.Tensor]
+                      ) -> tuple[list[torch.Tensor], dict[str, int]]:
+    """The weights stacked per kind (``[N, B, T, U]`` labels, ``[N, B, T, U + 1]`` blanks) with their
+    durations, and the launch options that both kernels share."""
+    reference = next(iter(blank_weights.values()))
+    batch_size, max_time, positions = reference.shape
+    labels = (torch.stack([w.contiguous() for w in label_weights.values()]) if label_weights
+              else reference.new_zeros(1, batch_size, max_time, positions - 1))  # never read
+    blanks = torch.stack([w.contiguous() for w in blank_weights.values()])
+    durations = [torch.tensor(list(weights) or [0], dtype=torch.int32, device=reference.device)
+                 for weights in (label_weights, blank_weights)]
     block = triton.next_power_of_2(max(positions, 2))
-    return block, max(1, min(8, block // 64))
+    options = dict(NUM_LABELS=len(label_weights), NUM_BLANKS=len(blank_weights),
+                   SAME_FRAME=list(label_weights).index(0) if 0 in label_weights else -1, BLOCK=block,
+                   num_warps=max(1, min(8, block // 64)))
+    return [labels, blanks, *durations], options
 
 
 def alphas(label_weights: dict[int, torch.Tensor], blank_weights: dict[int, torch.Tensor]) -> torch.Tensor:
     """``[B, T, U + 1]`` forward variables; the same contract as ``lattice._alphas``."""
     reference = next(iter(blank_weights.values()))
-    batch_size, max_time, positions = reference.shape
-    labels, label_durations = _stacked(label_weights, (batch_size, max_time, positions - 1))
-    blanks, blank_durations = _stacked(blank_weights, (batch_size, max_time, positions))
-    labels, label_durations = labels.to(reference), label_durations.to(reference.device)
-    same_frame = list(label_weights).index(0) if 0 in label_weights else -1
+    weights, options = _kernel_arguments(label_weights, blank_weights)
     alpha = torch.empty_like(reference)
-    block, warps = _launch_shape(positions)
-    _alpha_kernel[(batch_size,)](labels, blanks, label_durations, blank_durations, alpha, batch_size, max_time,
-                                 positions, NUM_LABELS=len(label_weights), NUM_BLANKS=len(blank_weights),
-                                 SAME_FRAME=same_frame, BLOCK=block, num_warps=warps)
+    _alpha_kernel[(reference.shape[0],)](*weights, alpha, *reference.shape, **options)
     return alpha
 
 
@@ -70,16 +67,9 @@ def betas(label_weights: dict[int, torch.Tensor], blank_weights: dict[int, torch
     """Fill frames ``t < T_b`` of ``to_label`` and ``to_blank`` (``[B, T + longest + 1, U + 1]``, set up by
     ``lattice._betas`` past each utterance's end) in place; the same recursion as ``lattice._betas``."""
     reference = next(iter(blank_weights.values()))
-    batch_size, max_time, positions = reference.shape
-    labels, label_durations = _stacked(label_weights, (batch_size, max_time, positions - 1))
-    blanks, blank_durations = _stacked(blank_weights, (batch_size, max_time, positions))
-    labels, label_durations = labels.to(reference), label_durations.to(reference.device)
-    same_frame = list(label_weights).index(0) if 0 in label_weights else -1
-    block, warps = _launch_shape(positions)
-    _beta_kernel[(batch_size,)](labels, blanks, label_durations, blank_durations, to_label, to_blank,
-                                logit_lengths.to(torch.int32).contiguous(), batch_size, max_time, positions,
-                                to_label.shape[1], NUM_LABELS=len(label_weights), NUM_BLANKS=len(blank_weights),
-                                SAME_FRAME=same_frame, BLOCK=block, num_warps=warps)
+    weights, options = _kernel_arguments(label_weights, blank_weights)
+    _beta_kernel[(reference.shape[0],)](*weights, to_label, to_blank, logit_lengths.to(torch.int32).contiguous(),
+                                        *reference.shape, to_label.shape[1], **options)
 
 
 if triton is not None:

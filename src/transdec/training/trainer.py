@@ -324,9 +324,9 @@ class Trainer:
         config = self.config
         durations = [e.duration for e in self.train_entries]
         epoch, position = self.epoch, self.batch_in_epoch
-        resuming = True
+        first_pass = True  # the entries are as read (or resumed with) already
         while True:
-            if config.reload_manifest and not resuming:
+            if config.reload_manifest and not first_pass:
                 self.train_entries = self.read_train_manifest()
                 self.token_ids = [self.model.tokenizer.encode(e.text) for e in self.train_entries]
                 durations = [e.duration for e in self.train_entries]
@@ -336,7 +336,7 @@ class Trainer:
             batches = bucketed_batches(seconds, config.batch_seconds, config.seed, epoch)
             for index in range(position, len(batches)):
                 yield epoch, index, [rows[i] for i in batches[index]]
-            epoch, position, resuming = epoch + 1, 0, False
+            epoch, position, first_pass = epoch + 1, 0, False
 
     def out_of_time(self) -> bool:
         budget = self.config.budget_minutes
