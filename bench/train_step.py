@@ -55,6 +55,8 @@ def main() -> None:
                         help="settings to compare: 0 = full lattice, S > 0 = pruned loss with S rows per frame")
     parser.add_argument("--lattices", nargs="+", choices=["loop", "kernel"], default=["loop"],
                         help="lattice recursions to compare (kernel: Triton, CUDA only)")
+    parser.add_argument("--layouts", nargs="+", choices=["channels_last", "contiguous"], default=["channels_last"],
+                        help="memory layouts of the subsampling convolutions to compare")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--bf16", action="store_true", help="bf16 autocast of the encoder, as on a GPU")
     parser.add_argument("--json", help="also write the medians here: {setting: {phase: seconds}}")
@@ -72,16 +74,20 @@ def main() -> None:
                                         encoder=ConformerConfig(num_layers=args.layers, dropout=0.0),
                                         joint_dim=320), tokenizer).train()
     runs = {}
-    for prune_range, lattice in itertools.product(args.prune_ranges, args.lattices):
+    for prune_range, lattice, layout in itertools.product(args.prune_ranges, args.lattices, args.layouts):
         config = TrainConfig("", "", "", prune_range=prune_range, prune_warmup_steps=0, bf16=args.bf16,
                              specaugment=SpecAugmentConfig(time_masks=2))
         run_model = copy.deepcopy(model).to(device)
+        run_model.encoder.subsampling.set_memory_format(
+            torch.channels_last if layout == "channels_last" else torch.contiguous_format)
         simple_joint = SimpleJoint(144, predictor.hidden_size, args.vocab_size).to(device) if prune_range else None
         parameters = list(run_model.parameters()) + (list(simple_joint.parameters()) if simple_joint else [])
         optimizer = torch.optim.AdamW(parameters, lr=1e-4)
         name = "full lattice" if prune_range == 0 else f"pruned {prune_range}"
         if len(args.lattices) > 1:
             name += f", {lattice}"
+        if len(args.layouts) > 1:
+            name += f", {layout}"
         runs[name] = (lattice, config, run_model, simple_joint, optimizer, {phase: [] for phase in PHASES + ["total"]})
     token_ids = [tokenizer.encode(e.text) for e in entries]
     batches = bucketed_batches([e.duration for e in entries], args.batch_seconds, seed=0, epoch=0)

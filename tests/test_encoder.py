@@ -86,3 +86,14 @@ def test_config_checks() -> None:
         ConformerConfig(attention_context=0)
     with pytest.raises(ValueError, match="4 or 8"):
         ConvSubsampling(80, 16, factor=2)
+
+
+@pytest.mark.parametrize("kind", ["dw_striding", "striding"])
+def test_subsampling_layouts_give_the_same_output(kind: str) -> None:
+    torch.manual_seed(0)
+    subsampling = ConvSubsampling(80, 32, 8, kind).double()
+    features, lengths = torch.randn(3, 50, 80, dtype=torch.float64), torch.tensor([50, 31, 7])
+    channels_last, _ = subsampling(features, lengths)
+    subsampling.set_memory_format(torch.contiguous_format)
+    contiguous, _ = subsampling(features, lengths)
+    torch.testing.assert_close(contiguous, channels_last, rtol=0, atol=1e-12)

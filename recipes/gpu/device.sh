@@ -6,8 +6,9 @@
 # .kit-plans/ with `start` (what one command leaves in the tree stays for the next while the machine is held).
 #
 #   recipes/gpu/device.sh check                     set up the kit, synthesise the dev set, and compare the
-#                                                   lattice's frame loops with its Triton kernels on the GPU
-#                                                   (bench/losses.py, bench/train_step.py)
+#                                                   lattice's frame loops with its Triton kernels, and the
+#                                                   subsampling's memory layouts, on the GPU (bench/losses.py,
+#                                                   bench/train_step.py)
 #   recipes/gpu/device.sh evaluate                  synthesise the test set and evaluate the bundled models on
 #                                                   the GPU (transdec evaluate, label- and frame-looping)
 #   recipes/gpu/device.sh start MINUTES [SECONDS]   synthesise the corpus, start the runs with a training
@@ -76,6 +77,13 @@ check_kernels() {
         for head in rnnt multiblank; do
             python3 bench/train_step.py --manifest "$DATA/dev.jsonl" --device cuda --bf16 --head "$head" \
                 --layers 8 --prune-ranges 5 --lattices loop kernel --batch-seconds 100 --steps 5
+        done
+        # At 400 s batches the steps grew 17x for 4x the audio (docs/benchmarks.md, "Third borrowed H100"):
+        # the subsampling's channels-last convolutions are the suspect.
+        for seconds in 100 400; do
+            python3 bench/train_step.py --manifest "$DATA/dev.jsonl" --device cuda --bf16 --layers 8 \
+                --prune-ranges 5 --lattices kernel --layouts channels_last contiguous --batch-seconds $seconds \
+                --steps 5
         done
     } 2>&1 | tee "$OUT/check.txt"
 }

@@ -46,16 +46,23 @@ class ConvSubsampling(nn.Module):
                 ))
             else:
                 stages.append(nn.Sequential(nn.Conv2d(channels, channels, 3, stride=2, padding=1), nn.ReLU()))
+        self.stages = nn.ModuleList(stages)
         # Channels-last convolutions measured 2-3x faster on CPU here (depthwise ones most of all).
-        self.stages = nn.ModuleList(stages).to(memory_format=torch.channels_last)
+        self.set_memory_format(torch.channels_last)
         reduced_features = feature_dim
         for _ in range(self.num_stages):
             reduced_features = (reduced_features - 1) // 2 + 1
         self.output = nn.Linear(channels * reduced_features, model_dim)
 
+    def set_memory_format(self, memory_format: torch.memory_format) -> None:
+        """Lay the convolutions' weights and inputs out as ``memory_format`` (channels-last or contiguous); the
+        results are the same either way, the speed is not (``bench/train_step.py --layouts``)."""
+        self.memory_format = memory_format
+        self.stages.to(memory_format=memory_format)
+
     def forward(self, features: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
         """``features [B, T, F]``, ``lengths [B]`` -> ``([B, T', model_dim], lengths' [B])``, ``T' ~ T / factor``."""
-        x = features.unsqueeze(1).contiguous(memory_format=torch.channels_last)  # [B, 1, T, F]
+        x = features.unsqueeze(1).contiguous(memory_format=self.memory_format)  # [B, 1, T, F]
         for stage in self.stages:
             x = x * _time_mask(lengths, x.shape[2]).view(-1, 1, x.shape[2], 1).to(x.dtype)
             x = stage(x)
