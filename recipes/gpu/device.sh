@@ -3,7 +3,9 @@
 # reaches no network and runs one command for at most 10 minutes; background runs survive between commands
 # while the machine is held. Needs .kit/ and .kit-plans/ (recipes/gpu/make_kit.sh) carried along; with the
 # bundled models in the tree the two are over one command's 64 MiB together, so carry .kit/ with `check` and
-# .kit-plans/ with `start` (what one command leaves in the tree stays for the next while the machine is held).
+# .kit-plans/ with `start` (what one command leaves in the tree stays for the next while the machine is held),
+# or pack small plans into the kit (make_kit.sh KIT_SPLITS) and carry .kit/ alone. The machine goes back 30 s
+# after a command returns, runs and all: send the next `wait` at once.
 #
 #   recipes/gpu/device.sh check                     set up the kit, synthesise the dev set, and compare the
 #                                                   lattice's frame loops with its Triton kernels, and the
