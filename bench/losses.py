@@ -89,11 +89,10 @@ def main() -> None:
         runs.append((name, lambda f=loss_fn, x=logits: f(x), [logits]))
     runs.extend(lattice_cases(B, T, U, device))
     # Autograd through the loop calls the frame loop itself, whatever the setting: timed once.
-    runs = [(f"{name} [{lattice}]" if len(args.lattices) > 1 else name, lattice, loss_fn, leaves)
-            for name, loss_fn, leaves in runs for lattice in args.lattices
+    runs = [(name, lattice, loss_fn, leaves) for name, loss_fn, leaves in runs for lattice in args.lattices
             if lattice == args.lattices[0] or "through the loop" not in name]
-    samples = {name: ([], []) for name, _, _, _ in runs}
-    results = {}  # name -> (loss, gradients) of the last round
+    samples = {(name, lattice): ([], []) for name, lattice, _, _ in runs}
+    results = {}  # (name, lattice) -> (loss, gradients) of the last round
 
     def now() -> float:
         if device.type == "cuda":
@@ -108,25 +107,26 @@ def main() -> None:
             middle = now()
             loss.backward()
             end = now()
-            results[name] = (loss.detach(), [leaf.grad for leaf in leaves])
+            results[name, lattice] = (loss.detach(), [leaf.grad for leaf in leaves])
             for leaf in leaves:
                 leaf.grad = None
-            samples[name][0].append(middle - start)
-            samples[name][1].append(end - middle)
+            samples[name, lattice][0].append(middle - start)
+            samples[name, lattice][1].append(end - middle)
     print(f"# torch {torch.__version__}, {args.device}, {args.threads} thread(s), B={B} T={T} U={U} V={V}, float32, "
           f"median of {args.repeats}")
     print("| loss | forward ms | backward ms | total ms |")
     print("|---|---|---|---|")
-    for name, (forward, backward) in samples.items():
+    for (name, lattice), (forward, backward) in samples.items():
         f, b = statistics.median(forward[1:]) * 1e3, statistics.median(backward[1:]) * 1e3
-        print(f"| {name} | {f:.0f} | {b:.0f} | {f + b:.0f} |")
+        label = f"{name} [{lattice}]" if len(args.lattices) > 1 else name
+        print(f"| {label} | {f:.0f} | {b:.0f} | {f + b:.0f} |")
     if len(args.lattices) > 1:
         print("\n| case | loss, kernel vs loop | largest gradient difference |\n|---|---|---|")
-        for name, lattice, _, _ in runs:
-            if lattice == "loop" and name.replace("[loop]", "[kernel]") in results:
-                (loss, grads), (other_loss, other_grads) = results[name], results[name.replace("[loop]", "[kernel]")]
-                difference = max((a - b).abs().max().item() for a, b in zip(grads, other_grads))
-                print(f"| {name[: -len(' [loop]')]} | {(loss - other_loss).abs().item():.2e} | {difference:.2e} |")
+        for (name, lattice), (loss, grads) in results.items():
+            if lattice == "loop" and (name, "kernel") in results:
+                kernel_loss, kernel_grads = results[name, "kernel"]
+                difference = max((a - b).abs().max().item() for a, b in zip(grads, kernel_grads))
+                print(f"| {name} | {(loss - kernel_loss).abs().item():.2e} | {difference:.2e} |")
 
 
 if __name__ == "__main__":

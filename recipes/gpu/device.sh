@@ -162,6 +162,6 @@ case ${1:-} in
     evaluate) evaluate_models; exit ;;
     start) start_runs "$2"; follow "${3:-560}" ;;
     wait) follow "$2" ;;
-    *) echo "usage: $0 check | start MINUTES [SECONDS] | wait SECONDS" >&2; exit 2 ;;
+    *) echo "usage: $0 check | evaluate | start MINUTES [SECONDS] | wait SECONDS" >&2; exit 2 ;;
 esac
 collect
