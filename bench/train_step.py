@@ -2,6 +2,8 @@
 
     .venv/bin/python bench/train_step.py --manifest data/synth/train.jsonl --head rnnt --prune-ranges 0 5
     python3 bench/train_step.py --manifest ... --device cuda --bf16 --prune-ranges 5 --lattices loop kernel
+    .venv/bin/python bench/train_step.py --manifest data/synth/train.jsonl --threads 1 --prune-ranges 5 \
+        --precisions float32 bf16
 
 Uses the bundled-model shape (d_model 144, 4 layers, LSTM / joint 320, BPE 256) on real batches of the
 synthetic corpus (``--batch-seconds`` of padded audio each). Every batch is trained once per setting in turn
@@ -58,9 +60,13 @@ def main() -> None:
     parser.add_argument("--layouts", nargs="+", choices=["channels_last", "contiguous"], default=["channels_last"],
                         help="memory layouts of the subsampling convolutions to compare")
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--bf16", action="store_true", help="bf16 autocast of the encoder, as on a GPU")
+    parser.add_argument("--precisions", nargs="+", choices=["float32", "bf16"], default=["float32"],
+                        help="encoder precisions to compare (bf16: autocast of the encoder, as `transdec train --bf16`)")
+    parser.add_argument("--bf16", action="store_true", help="short for --precisions bf16")
     parser.add_argument("--json", help="also write the medians here: {setting: {phase: seconds}}")
     args = parser.parse_args()
+    if args.bf16:
+        args.precisions = ["bf16"]
     device = torch.device(args.device)
     configure_malloc("keep")  # as `transdec train` does
     torch.set_num_threads(args.threads)
@@ -74,8 +80,9 @@ def main() -> None:
                                         encoder=ConformerConfig(num_layers=args.layers, dropout=0.0),
                                         joint_dim=320), tokenizer).train()
     runs = {}
-    for prune_range, lattice, layout in itertools.product(args.prune_ranges, args.lattices, args.layouts):
-        config = TrainConfig("", "", "", prune_range=prune_range, prune_warmup_steps=0, bf16=args.bf16,
+    for prune_range, lattice, layout, precision in itertools.product(args.prune_ranges, args.lattices, args.layouts,
+                                                                     args.precisions):
+        config = TrainConfig("", "", "", prune_range=prune_range, prune_warmup_steps=0, bf16=precision == "bf16",
                              specaugment=SpecAugmentConfig(time_masks=2))
         run_model = copy.deepcopy(model).to(device)
         run_model.encoder.subsampling.set_memory_format(
@@ -88,6 +95,8 @@ def main() -> None:
             name += f", {lattice}"
         if len(args.layouts) > 1:
             name += f", {layout}"
+        if len(args.precisions) > 1:
+            name += f", {precision}"
         runs[name] = (lattice, config, run_model, simple_joint, optimizer, {phase: [] for phase in PHASES + ["total"]})
     token_ids = [tokenizer.encode(e.text) for e in entries]
     batches = bucketed_batches([e.duration for e in entries], args.batch_seconds, seed=0, epoch=0)
@@ -121,7 +130,7 @@ def main() -> None:
             audio.append(float(batch.waveform_lengths.sum()) / model.sample_rate)
 
     print(f"head {args.head}, {model.num_parameters() / 1e6:.2f} M parameters, {args.device}, {args.threads} threads, "
-          f"{'bf16 encoder, ' if args.bf16 else ''}median of "
+          f"{'bf16 encoder, ' if args.precisions == ['bf16'] else ''}median of "
           f"{len(utterances)} steps, {statistics.median(utterances)} utterances ({statistics.median(audio):.0f} s "
           "of audio) per step")
     names = list(runs)

@@ -476,3 +476,41 @@ $TRANSDEC average --exp-dir exp/cpu21/tiny-en-multiblank --last 5 --half \
     --output src/transdec/pretrained/tiny-en-multiblank.pt
 rm -f exp/measure/*.txt
 recipes/measure_bundled.sh
+
+# 31. Seventeenth and eighteenth rounds (2026-11-25, one thread each, side by side), both on step 28's final
+#     mix (train_cpu11.jsonl at 36,235 train_piper_extra sentences): the sixteenth-round multi-blank (step 29's
+#     last five checkpoints averaged, float32) again at peak 2e-4 for 90 minutes (started with a 120-minute
+#     budget, cut to 90 on resuming in the next session), and the fifteenth-round RNN-T (step 28's average,
+#     float32) at peak 2e-4 for 80 minutes with seed 2 (another batch order).
+$TRANSDEC average --exp-dir exp/cpu21/tiny-en-multiblank --last 5 --output exp/cpu21/tiny-en-multiblank.pt
+$TRANSDEC average --exp-dir exp/cpu20/tiny-en-rnnt --last 5 --output exp/cpu20/tiny-en-rnnt.pt
+# shellcheck disable=SC2046
+$TRANSDEC train "${LOWER_PEAK[@]}" "${LONG_FORM[@]}" --train-manifest $DATA/train_cpu11.jsonl --layers 8 \
+    --attention-context 32 --peak-lr 2e-4 --budget 90 $(bundled_head_options tiny-en-multiblank) \
+    --exp-dir exp/cpu22/tiny-en-multiblank --init-from exp/cpu21/tiny-en-multiblank.pt &
+# shellcheck disable=SC2046
+$TRANSDEC train "${LOWER_PEAK[@]}" "${LONG_FORM[@]}" --train-manifest $DATA/train_cpu11.jsonl --layers 8 \
+    --attention-context 32 --peak-lr 2e-4 --budget 80 --seed 2 $(bundled_head_options tiny-en-rnnt) \
+    --exp-dir exp/cpu23/tiny-en-rnnt --init-from exp/cpu20/tiny-en-rnnt.pt
+wait
+
+# 32. Nineteenth and twentieth rounds (2026-11-25, the same way): step 31's RNN-T (seed 3) and multi-blank
+#     (seed 4), each from its last five checkpoints averaged (float32), at peak 2e-4 for 85 minutes.
+$TRANSDEC average --exp-dir exp/cpu23/tiny-en-rnnt --last 5 --output exp/cpu23/tiny-en-rnnt.pt
+$TRANSDEC average --exp-dir exp/cpu22/tiny-en-multiblank --last 5 --output exp/cpu22/tiny-en-multiblank.pt
+for run in tiny-en-rnnt:cpu23:cpu24:3 tiny-en-multiblank:cpu22:cpu25:4; do
+    IFS=: read -r name from to seed <<< "$run"
+    # shellcheck disable=SC2046
+    $TRANSDEC train "${LOWER_PEAK[@]}" "${LONG_FORM[@]}" --train-manifest $DATA/train_cpu11.jsonl --layers 8 \
+        --attention-context 32 --peak-lr 2e-4 --budget 85 --seed $seed $(bundled_head_options $name) \
+        --exp-dir exp/$to/$name --init-from exp/$from/$name.pt &
+done
+wait
+
+# 33. The bundled RNN-T and multi-blank files, from step 32 (TDT stays step 24's); then the measurements for
+#     the docs.
+$TRANSDEC average --exp-dir exp/cpu24/tiny-en-rnnt --last 5 --half --output src/transdec/pretrained/tiny-en-rnnt.pt
+$TRANSDEC average --exp-dir exp/cpu25/tiny-en-multiblank --last 5 --half \
+    --output src/transdec/pretrained/tiny-en-multiblank.pt
+rm -f exp/measure/*.txt
+recipes/measure_bundled.sh

@@ -34,7 +34,7 @@ SCRIPTS = {
     "wind": ["bench/wind.py", "--models", "{model}", "--utterances", "2", "--windows", "1,2", "--batch-sizes", "2",
              "--repeats", "1", "--no-synthetic"],
     "train_step": ["bench/train_step.py", "--steps", "1", "--vocab-size", "24", "--layers", "1", "--threads", "1",
-                   "--batch-seconds", "3"],
+                   "--batch-seconds", "3", "--precisions", "float32", "bf16"],
 }
 
 
