@@ -482,29 +482,22 @@ recipes/measure_bundled.sh
 #     last five checkpoints averaged, float32) again at peak 2e-4 for 90 minutes (started with a 120-minute
 #     budget, cut to 90 on resuming in the next session), and the fifteenth-round RNN-T (step 28's average,
 #     float32) at peak 2e-4 for 80 minutes with seed 2 (another batch order).
-$TRANSDEC average --exp-dir exp/cpu21/tiny-en-multiblank --last 5 --output exp/cpu21/tiny-en-multiblank.pt
-$TRANSDEC average --exp-dir exp/cpu20/tiny-en-rnnt --last 5 --output exp/cpu20/tiny-en-rnnt.pt
-# shellcheck disable=SC2046
-$TRANSDEC train "${LOWER_PEAK[@]}" "${LONG_FORM[@]}" --train-manifest $DATA/train_cpu11.jsonl --layers 8 \
-    --attention-context 32 --peak-lr 2e-4 --budget 90 $(bundled_head_options tiny-en-multiblank) \
-    --exp-dir exp/cpu22/tiny-en-multiblank --init-from exp/cpu21/tiny-en-multiblank.pt &
-# shellcheck disable=SC2046
-$TRANSDEC train "${LOWER_PEAK[@]}" "${LONG_FORM[@]}" --train-manifest $DATA/train_cpu11.jsonl --layers 8 \
-    --attention-context 32 --peak-lr 2e-4 --budget 80 --seed 2 $(bundled_head_options tiny-en-rnnt) \
-    --exp-dir exp/cpu23/tiny-en-rnnt --init-from exp/cpu20/tiny-en-rnnt.pt
+continue_round() {  # NAME FROM TO BUDGET SEED: exp/FROM/NAME's last five checkpoints averaged (float32), then
+                   # trained on this mix at peak 2e-4 into exp/TO/NAME, in the background on one thread
+    $TRANSDEC average --exp-dir exp/$2/$1 --last 5 --output exp/$2/$1.pt
+    # shellcheck disable=SC2046
+    $TRANSDEC train "${LOWER_PEAK[@]}" "${LONG_FORM[@]}" --train-manifest $DATA/train_cpu11.jsonl --layers 8 \
+        --attention-context 32 --peak-lr 2e-4 --budget $4 --seed $5 $(bundled_head_options $1) \
+        --exp-dir exp/$3/$1 --init-from exp/$2/$1.pt &
+}
+continue_round tiny-en-multiblank cpu21 cpu22 90 1  # seed 1: the default, as that run had
+continue_round tiny-en-rnnt cpu20 cpu23 80 2
 wait
 
 # 32. Nineteenth and twentieth rounds (2026-11-25, the same way): step 31's RNN-T (seed 3) and multi-blank
-#     (seed 4), each from its last five checkpoints averaged (float32), at peak 2e-4 for 85 minutes.
-$TRANSDEC average --exp-dir exp/cpu23/tiny-en-rnnt --last 5 --output exp/cpu23/tiny-en-rnnt.pt
-$TRANSDEC average --exp-dir exp/cpu22/tiny-en-multiblank --last 5 --output exp/cpu22/tiny-en-multiblank.pt
-for run in tiny-en-rnnt:cpu23:cpu24:3 tiny-en-multiblank:cpu22:cpu25:4; do
-    IFS=: read -r name from to seed <<< "$run"
-    # shellcheck disable=SC2046
-    $TRANSDEC train "${LOWER_PEAK[@]}" "${LONG_FORM[@]}" --train-manifest $DATA/train_cpu11.jsonl --layers 8 \
-        --attention-context 32 --peak-lr 2e-4 --budget 85 --seed $seed $(bundled_head_options $name) \
-        --exp-dir exp/$to/$name --init-from exp/$from/$name.pt &
-done
+#     (seed 4), at 85 minutes each.
+continue_round tiny-en-rnnt cpu23 cpu24 85 3
+continue_round tiny-en-multiblank cpu22 cpu25 85 4
 wait
 
 # 33. The bundled RNN-T and multi-blank files, from step 32 (TDT stays step 24's); then the measurements for

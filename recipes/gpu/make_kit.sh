@@ -66,7 +66,7 @@ gzip -9 -c "data/synth/plan_${TRAIN_SPLIT:-train}.jsonl" > ".kit-plans/plan_${TR
 for part in .kit/espeak .kit/wheels .kit/python/piper "$VOICE" .kit .kit-plans; do du -sh "$part"; done
 # The device tool carries at most 64 MiB with the repository's files (the bundled models most of them), and
 # .kit/ and .kit-plans/ each travel with one command.
-tree=$( (git ls-files -z; git ls-files -z --others --exclude-standard) | xargs -0 du -cb | tail -n 1 | cut -f1)
+tree=$( (git ls-files -z; git ls-files -z --others --exclude-standard) | du -cb --files0-from=- | tail -n 1 | cut -f1)
 for part in .kit .kit-plans; do
     size=$(( tree + $(du -sb $part | cut -f1) ))
     [ "$size" -le $((64 * 1024 * 1024)) ] || { echo "$part too large: $size bytes with the tree > 64 MiB" >&2; exit 1; }
