@@ -482,11 +482,12 @@ recipes/measure_bundled.sh
 #     last five checkpoints averaged, float32) again at peak 2e-4 for 90 minutes (started with a 120-minute
 #     budget, cut to 90 on resuming in the next session), and the fifteenth-round RNN-T (step 28's average,
 #     float32) at peak 2e-4 for 80 minutes with seed 2 (another batch order).
+ROUND_MIX=$DATA/train_cpu11.jsonl
 continue_round() {  # NAME FROM TO BUDGET SEED: exp/FROM/NAME's last five checkpoints averaged (float32), then
-                   # trained on this mix at peak 2e-4 into exp/TO/NAME, in the background on one thread
+                   # trained on $ROUND_MIX at peak 2e-4 into exp/TO/NAME, in the background on one thread
     $TRANSDEC average --exp-dir exp/$2/$1 --last 5 --output exp/$2/$1.pt
     # shellcheck disable=SC2046
-    $TRANSDEC train "${LOWER_PEAK[@]}" "${LONG_FORM[@]}" --train-manifest $DATA/train_cpu11.jsonl --layers 8 \
+    $TRANSDEC train "${LOWER_PEAK[@]}" "${LONG_FORM[@]}" --train-manifest "$ROUND_MIX" --layers 8 \
         --attention-context 32 --peak-lr 2e-4 --budget $4 --seed $5 $(bundled_head_options $1) \
         --exp-dir exp/$3/$1 --init-from exp/$2/$1.pt &
 }
@@ -504,6 +505,35 @@ wait
 #     the docs.
 $TRANSDEC average --exp-dir exp/cpu24/tiny-en-rnnt --last 5 --half --output src/transdec/pretrained/tiny-en-rnnt.pt
 $TRANSDEC average --exp-dir exp/cpu25/tiny-en-multiblank --last 5 --half \
+    --output src/transdec/pretrained/tiny-en-multiblank.pt
+rm -f exp/measure/*.txt
+recipes/measure_bundled.sh
+
+# 34. Twenty-first and twenty-second rounds (2026-11-25, the same way): step 32's RNN-T (seed 5) and multi-blank
+#     (seed 6), at 65 minutes each (started with 85, cut on resuming at minute 6 to finish inside the session).
+#     Held-out 6.46% and 6.80% (6.49% and 6.87% before): the rounds on this mix have levelled off.
+continue_round tiny-en-rnnt cpu24 cpu26 65 5
+continue_round tiny-en-multiblank cpu25 cpu27 65 6
+wait
+
+# 35. Twenty-third and twenty-fourth rounds (2026-11-25, the same machine): Piper reads the rest of
+#     train_piper_extra (sentences 36,235-45,999, 22 minutes on both cores), a new mix with the same voice balance
+#     (train_cpu14.jsonl, 308,321 rows, 74% Piper), then step 34's RNN-T (seed 7) and multi-blank (seed 8) on it,
+#     100 minutes each. Held-out RNN-T 6.16% (6.46% before), multi-blank 6.86% (6.80% before).
+$PY recipes/synthetic_corpus.py audio --out $DATA --splits train_piper_extra --voices piper \
+    --index-range 0 46000 --audio-format wav --jobs 2
+$PY recipes/synthetic_corpus.py manifest --out $DATA --audio-format wav \
+    --splits train train_wordnet train_wordnet_glosses train_piper_extra
+$PY recipes/mix_manifest.py $DATA/train_cpu14.jsonl --data $DATA "${PIPER_HEAVY[@]}" --seed 46000
+ROUND_MIX=$DATA/train_cpu14.jsonl
+continue_round tiny-en-rnnt cpu26 cpu28 100 7
+continue_round tiny-en-multiblank cpu27 cpu29 100 8
+wait
+
+# 36. The bundled RNN-T file from step 35 and multi-blank file from step 34 (TDT stays step 24's); then the
+#     measurements for the docs.
+$TRANSDEC average --exp-dir exp/cpu28/tiny-en-rnnt --last 5 --half --output src/transdec/pretrained/tiny-en-rnnt.pt
+$TRANSDEC average --exp-dir exp/cpu27/tiny-en-multiblank --last 5 --half \
     --output src/transdec/pretrained/tiny-en-multiblank.pt
 rm -f exp/measure/*.txt
 recipes/measure_bundled.sh
