@@ -471,11 +471,15 @@ $TRANSDEC train "${LOWER_PEAK[@]}" "${LONG_FORM[@]}" --train-manifest $DATA/trai
 
 # 30. The bundled RNN-T and multi-blank files, from steps 28 and 29 (TDT stays step 24's); then the
 #     measurements for the docs.
-$TRANSDEC average --exp-dir exp/cpu20/tiny-en-rnnt --last 5 --half --output src/transdec/pretrained/tiny-en-rnnt.pt
-$TRANSDEC average --exp-dir exp/cpu21/tiny-en-multiblank --last 5 --half \
-    --output src/transdec/pretrained/tiny-en-multiblank.pt
-rm -f exp/measure/*.txt
-recipes/measure_bundled.sh
+bundle() {  # RNNT_EXP MULTIBLANK_EXP: exp/RNNT_EXP/tiny-en-rnnt's and exp/MULTIBLANK_EXP/tiny-en-multiblank's last
+            # five checkpoints averaged into the package (float16), then every measurement taken again
+    $TRANSDEC average --exp-dir exp/$1/tiny-en-rnnt --last 5 --half --output src/transdec/pretrained/tiny-en-rnnt.pt
+    $TRANSDEC average --exp-dir exp/$2/tiny-en-multiblank --last 5 --half \
+        --output src/transdec/pretrained/tiny-en-multiblank.pt
+    rm -f exp/measure/*.txt
+    recipes/measure_bundled.sh
+}
+bundle cpu20 cpu21
 
 # 31. Seventeenth and eighteenth rounds (2026-11-25, one thread each, side by side), both on step 28's final
 #     mix (train_cpu11.jsonl at 36,235 train_piper_extra sentences): the sixteenth-round multi-blank (step 29's
@@ -503,11 +507,7 @@ wait
 
 # 33. The bundled RNN-T and multi-blank files, from step 32 (TDT stays step 24's); then the measurements for
 #     the docs.
-$TRANSDEC average --exp-dir exp/cpu24/tiny-en-rnnt --last 5 --half --output src/transdec/pretrained/tiny-en-rnnt.pt
-$TRANSDEC average --exp-dir exp/cpu25/tiny-en-multiblank --last 5 --half \
-    --output src/transdec/pretrained/tiny-en-multiblank.pt
-rm -f exp/measure/*.txt
-recipes/measure_bundled.sh
+bundle cpu24 cpu25
 
 # 34. Twenty-first and twenty-second rounds (2026-11-25, the same way): step 32's RNN-T (seed 5) and multi-blank
 #     (seed 6), at 65 minutes each (started with 85, cut on resuming at minute 6 to finish inside the session).
@@ -532,8 +532,4 @@ wait
 
 # 36. The bundled RNN-T file from step 35 and multi-blank file from step 34 (TDT stays step 24's); then the
 #     measurements for the docs.
-$TRANSDEC average --exp-dir exp/cpu28/tiny-en-rnnt --last 5 --half --output src/transdec/pretrained/tiny-en-rnnt.pt
-$TRANSDEC average --exp-dir exp/cpu27/tiny-en-multiblank --last 5 --half \
-    --output src/transdec/pretrained/tiny-en-multiblank.pt
-rm -f exp/measure/*.txt
-recipes/measure_bundled.sh
+bundle cpu28 cpu27
