@@ -414,14 +414,18 @@ $PY recipes/synthetic_corpus.py audio --out $DATA --splits train_wordnet_glosses
     --index-range 0 36834 --audio-format wav
 PIPER_HEAVY=(--splits train train_wordnet train_wordnet_glosses train_piper_extra --espeak-share 0.5
              --espeak-whole train --piper-copies train=3 train_wordnet_glosses=2 train_piper_extra=3)
-PIECE_LIMIT=(--time-limit 35)
-for piper_sentences in 307 9106 17947; do
+piper_mix() {  # MIX SENTENCES SEED [SYNTHESIS OPTIONS...]: Piper reads the first SENTENCES train_piper_extra
+               # sentences (those not there yet), then the split manifests again and the Piper-heavy mix MIX
     $PY recipes/synthetic_corpus.py audio --out $DATA --splits train_piper_extra --voices piper \
-        --index-range 0 $piper_sentences --audio-format wav
+        --index-range 0 "$2" --audio-format wav "${@:4}"
     $PY recipes/synthetic_corpus.py manifest --out $DATA --audio-format wav \
         --splits train train_wordnet train_wordnet_glosses train_piper_extra
+    $PY recipes/mix_manifest.py "$1" --data $DATA "${PIPER_HEAVY[@]}" --seed "$3"
+}
+PIECE_LIMIT=(--time-limit 35)
+for piper_sentences in 307 9106 17947; do
     SEED=$piper_sentences; [ $piper_sentences = 307 ] && SEED=62051
-    $PY recipes/mix_manifest.py $DATA/train_cpu10.jsonl --data $DATA "${PIPER_HEAVY[@]}" --seed $SEED
+    piper_mix $DATA/train_cpu10.jsonl $piper_sentences $SEED
     [ $piper_sentences = 17947 ] && PIECE_LIMIT=()
     # shellcheck disable=SC2046
     $TRANSDEC train "${LOWER_PEAK[@]}" "${LONG_FORM[@]}" --train-manifest $DATA/train_cpu10.jsonl --layers 8 \
@@ -447,11 +451,7 @@ recipes/measure_bundled.sh
 $PY recipes/grow_encoder.py src/transdec/pretrained/tiny-en-rnnt.pt exp/grow/tiny-en-rnnt-8.pt --after 2 4
 for piece in 25487:200:35 33959:200:6 35505:170:35 36235:170:35 36235:170:35 36235:170:35; do
     IFS=: read -r piper_sentences budget minutes <<< "$piece"
-    $PY recipes/synthetic_corpus.py audio --out $DATA --splits train_piper_extra --voices piper \
-        --index-range 0 $piper_sentences --audio-format wav
-    $PY recipes/synthetic_corpus.py manifest --out $DATA --audio-format wav \
-        --splits train train_wordnet train_wordnet_glosses train_piper_extra
-    $PY recipes/mix_manifest.py $DATA/train_cpu11.jsonl --data $DATA "${PIPER_HEAVY[@]}" --seed $piper_sentences
+    piper_mix $DATA/train_cpu11.jsonl $piper_sentences $piper_sentences
     [ $piper_sentences = 35505 ] && cp $DATA/train_cpu11.jsonl $DATA/train_cpu12.jsonl  # step 29's data
     # shellcheck disable=SC2046
     $TRANSDEC train "${LOWER_PEAK[@]}" "${LONG_FORM[@]}" --train-manifest $DATA/train_cpu11.jsonl --layers 8 \
@@ -520,11 +520,7 @@ wait
 #     train_piper_extra (sentences 36,235-45,999, 22 minutes on both cores), a new mix with the same voice balance
 #     (train_cpu14.jsonl, 308,321 rows, 74% Piper), then step 34's RNN-T (seed 7) and multi-blank (seed 8) on it,
 #     100 minutes each. Held-out RNN-T 6.16% (6.46% before), multi-blank 6.86% (6.80% before).
-$PY recipes/synthetic_corpus.py audio --out $DATA --splits train_piper_extra --voices piper \
-    --index-range 0 46000 --audio-format wav --jobs 2
-$PY recipes/synthetic_corpus.py manifest --out $DATA --audio-format wav \
-    --splits train train_wordnet train_wordnet_glosses train_piper_extra
-$PY recipes/mix_manifest.py $DATA/train_cpu14.jsonl --data $DATA "${PIPER_HEAVY[@]}" --seed 46000
+piper_mix $DATA/train_cpu14.jsonl 46000 46000 --jobs 2
 ROUND_MIX=$DATA/train_cpu14.jsonl
 continue_round tiny-en-rnnt cpu26 cpu28 100 7
 continue_round tiny-en-multiblank cpu27 cpu29 100 8
