@@ -529,3 +529,22 @@ wait
 # 36. The bundled RNN-T file from step 35 and multi-blank file from step 34 (TDT stays step 24's); then the
 #     measurements for the docs.
 bundle cpu28 cpu27
+
+# 37. Twenty-fifth and twenty-sixth rounds (2026-11-25, the same machine): Piper reads WordNet's 39,786 usage
+#     examples (train_wordnet; 49 minutes on both cores, over two sessions), a new mix with them three times, as
+#     the other Piper splits (train_cpu15.jsonl, 427,380 rows, 82% Piper), then step 35's RNN-T (seed 9) and
+#     multi-blank (seed 10) on it, 100 minutes each. Held-out RNN-T 6.07% (espeak-ng 5.41%, Piper 6.75%; 6.16%
+#     before), multi-blank 6.49% (5.50%, 7.50%; 6.80% before).
+$PY recipes/synthetic_corpus.py audio --out $DATA --splits train_wordnet --voices piper --audio-format wav --jobs 2
+$PY recipes/synthetic_corpus.py manifest --out $DATA --audio-format wav \
+    --splits train train_wordnet train_wordnet_glosses train_piper_extra
+# PIPER_HEAVY ends with its --piper-copies list, which train_wordnet=3 extends.
+$PY recipes/mix_manifest.py $DATA/train_cpu15.jsonl --data $DATA "${PIPER_HEAVY[@]}" train_wordnet=3 --seed 39786
+ROUND_MIX=$DATA/train_cpu15.jsonl
+continue_round tiny-en-rnnt cpu28 cpu30 100 9
+continue_round tiny-en-multiblank cpu29 cpu31 100 10
+wait
+
+# 38. The bundled RNN-T and multi-blank files, from step 37 (TDT stays step 24's); then the measurements for the
+#     docs.
+bundle cpu30 cpu31
