@@ -61,7 +61,7 @@ def test_readme_says_what_its_first_command_prints() -> None:
     assert printed == expected or f'The right text is "{expected}"' in said
 
 
-# The bundled models are still weak (held-out WER 6.2-8.5%, docs/models.md): they get the examples wrong.
+# The bundled models are still weak (held-out WER 6.1-8.5%, docs/models.md): they get the examples wrong.
 # Strict, so that a better model makes this fail until the mark is removed.
 WEAK_MODELS = pytest.mark.xfail(strict=True, reason="bundled models still weak (docs/models.md)")
 
