@@ -531,7 +531,7 @@ wait
 bundle cpu28 cpu27
 
 # 37. Twenty-fifth and twenty-sixth rounds (2026-11-25, the same machine): Piper reads WordNet's 39,786 usage
-#     examples (train_wordnet; 49 minutes on both cores, over two sessions), a new mix with them three times, as
+#     examples (train_wordnet; about 50 minutes on both cores, over two sessions), a new mix with them three times, as
 #     the other Piper splits (train_cpu15.jsonl, 427,380 rows, 82% Piper), then step 35's RNN-T (seed 9) and
 #     multi-blank (seed 10) on it, 100 minutes each. Held-out RNN-T 6.07% (espeak-ng 5.41%, Piper 6.75%; 6.16%
 #     before), multi-blank 6.49% (5.50%, 7.50%; 6.80% before).
