@@ -414,13 +414,17 @@ $PY recipes/synthetic_corpus.py audio --out $DATA --splits train_wordnet_glosses
     --index-range 0 36834 --audio-format wav
 PIPER_HEAVY=(--splits train train_wordnet train_wordnet_glosses train_piper_extra --espeak-share 0.5
              --espeak-whole train --piper-copies train=3 train_wordnet_glosses=2 train_piper_extra=3)
-piper_mix() {  # MIX SENTENCES SEED [SYNTHESIS OPTIONS...]: Piper reads the first SENTENCES train_piper_extra
-               # sentences (those not there yet), then the split manifests again and the Piper-heavy mix MIX
-    $PY recipes/synthetic_corpus.py audio --out $DATA --splits train_piper_extra --voices piper \
-        --index-range 0 "$2" --audio-format wav "${@:4}"
+remix() {  # MIX SEED [SPLIT=COPIES...]: the split manifests again, then the Piper-heavy mix MIX; the pairs
+           # given extend PIPER_HEAVY's --piper-copies list, which ends it
     $PY recipes/synthetic_corpus.py manifest --out $DATA --audio-format wav \
         --splits train train_wordnet train_wordnet_glosses train_piper_extra
-    $PY recipes/mix_manifest.py "$1" --data $DATA "${PIPER_HEAVY[@]}" --seed "$3"
+    $PY recipes/mix_manifest.py "$1" --data $DATA "${PIPER_HEAVY[@]}" "${@:3}" --seed "$2"
+}
+piper_mix() {  # MIX SENTENCES SEED [SYNTHESIS OPTIONS...]: Piper reads the first SENTENCES train_piper_extra
+               # sentences (those not there yet), then remix MIX SEED
+    $PY recipes/synthetic_corpus.py audio --out $DATA --splits train_piper_extra --voices piper \
+        --index-range 0 "$2" --audio-format wav "${@:4}"
+    remix "$1" "$3"
 }
 PIECE_LIMIT=(--time-limit 35)
 for piper_sentences in 307 9106 17947; do
@@ -536,10 +540,7 @@ bundle cpu28 cpu27
 #     multi-blank (seed 10) on it, 100 minutes each. Held-out RNN-T 6.07% (espeak-ng 5.41%, Piper 6.75%; 6.16%
 #     before), multi-blank 6.49% (5.50%, 7.50%; 6.80% before).
 $PY recipes/synthetic_corpus.py audio --out $DATA --splits train_wordnet --voices piper --audio-format wav --jobs 2
-$PY recipes/synthetic_corpus.py manifest --out $DATA --audio-format wav \
-    --splits train train_wordnet train_wordnet_glosses train_piper_extra
-# PIPER_HEAVY ends with its --piper-copies list, which train_wordnet=3 extends.
-$PY recipes/mix_manifest.py $DATA/train_cpu15.jsonl --data $DATA "${PIPER_HEAVY[@]}" train_wordnet=3 --seed 39786
+remix $DATA/train_cpu15.jsonl 39786 train_wordnet=3
 ROUND_MIX=$DATA/train_cpu15.jsonl
 continue_round tiny-en-rnnt cpu28 cpu30 100 9
 continue_round tiny-en-multiblank cpu29 cpu31 100 10
