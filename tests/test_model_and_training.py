@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -223,6 +224,17 @@ def test_training_runs_resumes_and_averages(tmp_path: Path, head: HeadSpec) -> N
     loaded = transdec.load_model(tmp_path / "avg.pt")
     assert loaded.metadata["averaged_steps"] == [3, 4, 5]
     assert loaded.config == model.config
+
+    # Several runs: the newest checkpoints of each, weighted alike (here a run holding step 3 alone, and step 5).
+    earlier = tmp_path / "earlier" / "checkpoints"
+    earlier.mkdir(parents=True)
+    shutil.copy(exp / "checkpoints" / "step-000003.pt", earlier)
+    soup = average_checkpoints([earlier.parent, exp], 1, tmp_path / "soup.pt")
+    assert transdec.load_model(tmp_path / "soup.pt").metadata["averaged_steps"] == [3, 5]
+    states = [torch.load(exp / "checkpoints" / f"step-00000{step}.pt", weights_only=True)["model"] for step in (3, 5)]
+    for name, tensor in soup.state_dict().items():
+        if tensor.is_floating_point():
+            torch.testing.assert_close(tensor, (states[0][name].double() + states[1][name].double()).div(2).float())
 
 
 def test_a_run_with_a_time_budget_stops_when_it_is_spent(tmp_path: Path) -> None:

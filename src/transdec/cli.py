@@ -86,8 +86,9 @@ def _add_train_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def _add_average_parser(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("average", help="average the last checkpoints of a run into one model file")
-    p.add_argument("--exp-dir", required=True)
-    p.add_argument("--last", type=int, default=5)
+    p.add_argument("--exp-dir", required=True, nargs="+",
+                   help="run directory; several average the last checkpoints of each (a run and its continuation)")
+    p.add_argument("--last", type=int, default=5, help="checkpoints per run")
     p.add_argument("--output", required=True)
     p.add_argument("--half", action="store_true", help="store weights as float16 (half the size)")
 

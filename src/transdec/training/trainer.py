@@ -425,12 +425,19 @@ class Trainer:
         self._stop_requested = True
 
 
-def average_checkpoints(exp_dir: str | Path, last: int, output: str | Path, *, half: bool = False,
-                        metadata: dict[str, Any] | None = None) -> TransducerModel:
-    """Average the weights of the newest ``last`` training checkpoints into one model file."""
-    paths = sorted((Path(exp_dir) / "checkpoints").glob("step-*.pt"))[-last:]
-    if not paths:
-        raise FileNotFoundError(f"{exp_dir}/checkpoints holds no step-*.pt files")
+def average_checkpoints(exp_dirs: str | Path | list[str | Path], last: int, output: str | Path, *,
+                        half: bool = False, metadata: dict[str, Any] | None = None) -> TransducerModel:
+    """Average the weights of the newest ``last`` training checkpoints of each run into one model file.
+
+    Several runs are for a run and the run it was continued from (a model soup): their weights lie in one basin,
+    and their average can beat both when the later run traded one kind of data for another.
+    """
+    paths = []
+    for exp_dir in [exp_dirs] if isinstance(exp_dirs, (str, Path)) else exp_dirs:
+        newest = sorted((Path(exp_dir) / "checkpoints").glob("step-*.pt"))[-last:]
+        if not newest:
+            raise FileNotFoundError(f"{exp_dir}/checkpoints holds no step-*.pt files")
+        paths.extend(newest)
     states = [torch.load(p, map_location="cpu", weights_only=True) for p in paths]
     averaged = {}
     for name, tensor in states[0]["model"].items():
