@@ -429,8 +429,8 @@ def average_checkpoints(exp_dirs: str | Path | list[str | Path], last: int, outp
                         half: bool = False, metadata: dict[str, Any] | None = None) -> TransducerModel:
     """Average the weights of the newest ``last`` training checkpoints of each run into one model file.
 
-    Several runs are for a run and the run it was continued from (a model soup): their weights lie in one basin,
-    and their average can beat both when the later run traded one kind of data for another.
+    Several runs are meant for a run and its continuation on other data (a model soup): starting from one
+    another's weights, they stay close enough for their average to be a good model too.
     """
     paths = []
     for exp_dir in [exp_dirs] if isinstance(exp_dirs, (str, Path)) else exp_dirs:
