@@ -231,7 +231,7 @@ def test_training_runs_resumes_and_averages(tmp_path: Path, head: HeadSpec) -> N
     shutil.copy(exp / "checkpoints" / "step-000003.pt", earlier)
     soup = average_checkpoints([earlier.parent, exp], 1, tmp_path / "soup.pt")
     assert transdec.load_model(tmp_path / "soup.pt").metadata["averaged_steps"] == [3, 5]
-    states = [torch.load(exp / "checkpoints" / f"step-00000{step}.pt", weights_only=True)["model"] for step in (3, 5)]
+    states = [torch.load(exp / "checkpoints" / f"step-{step:06d}.pt", weights_only=True)["model"] for step in (3, 5)]
     for name, tensor in soup.state_dict().items():
         if tensor.is_floating_point():
             torch.testing.assert_close(tensor, (states[0][name].double() + states[1][name].double()).div(2).float())
