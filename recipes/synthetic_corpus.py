@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import io
 import json
 import multiprocessing
 import os
@@ -341,10 +342,11 @@ def synthesise(utt: dict):
     if utt["voice"] == "espeak":
         # A text starting with "-" would be read by espeak-ng as an option.
         text = utt["tts_text"].lstrip("- ")
-        with tempfile.NamedTemporaryFile(suffix=".wav") as tmp:
-            subprocess.run(["espeak-ng", "-v", utt["espeak_voice"], "-s", str(utt["speed"]), "-p", str(utt["pitch"]),
-                            "-w", tmp.name, text], check=True, capture_output=True)
-            audio, rate = soundfile.read(tmp.name, dtype="float32")
+        # Through a pipe rather than a temporary file: on a full disk espeak-ng truncates its output file and
+        # still exits 0, which left a cut-off utterance in the corpus (2026-11-26).
+        wav = subprocess.run(["espeak-ng", "-v", utt["espeak_voice"], "-s", str(utt["speed"]), "-p", str(utt["pitch"]),
+                              "--stdout", text], check=True, capture_output=True).stdout
+        audio, rate = soundfile.read(io.BytesIO(wav), dtype="float32")
     else:
         from piper.config import SynthesisConfig
 
