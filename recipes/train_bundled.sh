@@ -569,3 +569,41 @@ $TRANSDEC average --exp-dir exp/cpu30/tiny-en-rnnt exp/cpu32/tiny-en-rnnt --half
     --output exp/cpu32/tiny-en-rnnt-soup-half.pt
 $TRANSDEC average --exp-dir exp/cpu31/tiny-en-multiblank exp/cpu33/tiny-en-multiblank --half \
     --output exp/cpu33/tiny-en-multiblank-soup-half.pt
+
+# 40. Twenty-ninth and thirtieth rounds (2026-11-26, the same machine): Piper reads the rest of WordNet's
+#     definitions (58,530-88,675) and espeak-ng the ones it had not read (0-25,386 and 50,774-88,675), a new mix
+#     with the same settings as step 39 (train_cpu17.jsonl, 651,794 rows, 83% Piper), then step 39's soups
+#     (float32) grown from 8 to 10 Conformer blocks (RNN-T 6.11 M parameters, multi-blank 5.29 M) and trained
+#     on it at peak 3e-4 (warm-up 200 steps) for 100 minutes each, seeds 13 (RNN-T) and 14 (multi-blank).
+#     Held-out RNN-T 6.63% (espeak-ng 6.14%, Piper 7.13%), multi-blank 6.91% (6.19%, 7.65%), and after 35 and 32
+#     more minutes at peak 2e-4 (seeds 15 and 16, commands below) 6.67% and 7.01%: worse than step 37's files, so
+#     neither is bundled.
+$PY recipes/synthetic_corpus.py audio --out $DATA --splits train_wordnet_glosses --voices piper \
+    --index-range 58530 88676 --audio-format wav --jobs 2
+for range in "0 25387" "50774 88676"; do
+    # shellcheck disable=SC2086
+    $PY recipes/synthetic_corpus.py audio --out $DATA --splits train_wordnet_glosses --voices espeak \
+        --index-range $range --audio-format wav --jobs 2
+done
+remix $DATA/train_cpu17.jsonl 88676 train_wordnet=3 train_wordnet_glosses=3
+grown_round() {  # NAME SOUP_FROM SOUP_TO TO SEED: the soup of exp/SOUP_FROM/NAME and exp/SOUP_TO/NAME (float32)
+                 # grown to 10 blocks, then trained on train_cpu17.jsonl into exp/TO/NAME, in the background
+    $TRANSDEC average --exp-dir exp/$2/$1 exp/$3/$1 --output exp/grow/$1-soup.pt
+    $PY recipes/grow_encoder.py exp/grow/$1-soup.pt exp/grow/$1-10.pt --after 3 5 --seed 10
+    # shellcheck disable=SC2046
+    $TRANSDEC train "${LOWER_PEAK[@]}" "${LONG_FORM[@]}" --train-manifest $DATA/train_cpu17.jsonl --layers 10 \
+        --attention-context 32 --peak-lr 3e-4 --warmup-steps 200 --budget 100 --seed $5 \
+        $(bundled_head_options $1) --exp-dir exp/$4/$1 --init-from exp/grow/$1-10.pt &
+}
+grown_round tiny-en-rnnt cpu30 cpu32 cpu34 13
+grown_round tiny-en-multiblank cpu31 cpu33 cpu35 14
+wait
+for run in tiny-en-rnnt:cpu34:cpu36:35:15 tiny-en-multiblank:cpu35:cpu37:32:16; do
+    IFS=: read -r name from to budget seed <<< "$run"
+    $TRANSDEC average --exp-dir exp/$from/$name --last 5 --output exp/$from/$name.pt
+    # shellcheck disable=SC2046
+    $TRANSDEC train "${LOWER_PEAK[@]}" "${LONG_FORM[@]}" --train-manifest $DATA/train_cpu17.jsonl --layers 10 \
+        --attention-context 32 --peak-lr 2e-4 --budget $budget --seed $seed $(bundled_head_options $name) \
+        --exp-dir exp/$to/$name --init-from exp/$from/$name.pt &
+done
+wait
