@@ -491,11 +491,12 @@ bundle cpu20 cpu21
 #     budget, cut to 90 on resuming in the next session), and the fifteenth-round RNN-T (step 28's average,
 #     float32) at peak 2e-4 for 80 minutes with seed 2 (another batch order).
 ROUND_MIX=$DATA/train_cpu11.jsonl
-continue_round() {  # NAME FROM TO BUDGET SEED: exp/FROM/NAME's last five checkpoints averaged (float32), then
-                   # trained on $ROUND_MIX at peak 2e-4 into exp/TO/NAME, in the background on one thread
+continue_round() {  # NAME FROM TO BUDGET SEED [BLOCKS]: exp/FROM/NAME's last five checkpoints averaged (float32),
+                   # then trained on $ROUND_MIX at peak 2e-4 into exp/TO/NAME, in the background on one thread;
+                   # BLOCKS is the encoder depth, 8 unless given
     $TRANSDEC average --exp-dir exp/$2/$1 --last 5 --output exp/$2/$1.pt
     # shellcheck disable=SC2046
-    $TRANSDEC train "${LOWER_PEAK[@]}" "${LONG_FORM[@]}" --train-manifest "$ROUND_MIX" --layers 8 \
+    $TRANSDEC train "${LOWER_PEAK[@]}" "${LONG_FORM[@]}" --train-manifest "$ROUND_MIX" --layers "${6:-8}" \
         --attention-context 32 --peak-lr 2e-4 --budget $4 --seed $5 $(bundled_head_options $1) \
         --exp-dir exp/$3/$1 --init-from exp/$2/$1.pt &
 }
@@ -598,12 +599,7 @@ grown_round() {  # NAME SOUP_FROM SOUP_TO TO SEED: the soup of exp/SOUP_FROM/NAM
 grown_round tiny-en-rnnt cpu30 cpu32 cpu34 13
 grown_round tiny-en-multiblank cpu31 cpu33 cpu35 14
 wait
-for run in tiny-en-rnnt:cpu34:cpu36:35:15 tiny-en-multiblank:cpu35:cpu37:32:16; do
-    IFS=: read -r name from to budget seed <<< "$run"
-    $TRANSDEC average --exp-dir exp/$from/$name --last 5 --output exp/$from/$name.pt
-    # shellcheck disable=SC2046
-    $TRANSDEC train "${LOWER_PEAK[@]}" "${LONG_FORM[@]}" --train-manifest $DATA/train_cpu17.jsonl --layers 10 \
-        --attention-context 32 --peak-lr 2e-4 --budget $budget --seed $seed $(bundled_head_options $name) \
-        --exp-dir exp/$to/$name --init-from exp/$from/$name.pt &
-done
+ROUND_MIX=$DATA/train_cpu17.jsonl
+continue_round tiny-en-rnnt cpu34 cpu36 35 15 10
+continue_round tiny-en-multiblank cpu35 cpu37 32 16 10
 wait
