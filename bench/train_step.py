@@ -4,6 +4,8 @@
     python3 bench/train_step.py --manifest ... --device cuda --bf16 --prune-ranges 5 --lattices loop kernel
     .venv/bin/python bench/train_step.py --manifest data/synth/train.jsonl --threads 1 --prune-ranges 5 \
         --precisions float32 bf16
+    python3 bench/train_step.py --manifest ... --device cuda --bf16 --prune-ranges 5 --lattices kernel \
+        --pad-to-seconds 0 1 --steps 40
 
 Uses the bundled-model shape (d_model 144, 4 layers, LSTM / joint 320, BPE 256) on real batches of the
 synthetic corpus (``--batch-seconds`` of padded audio each). Every batch is trained once per setting in turn
@@ -63,6 +65,9 @@ def main() -> None:
     parser.add_argument("--precisions", nargs="+", choices=["float32", "bf16"], default=["float32"],
                         help="encoder precisions to compare (bf16: autocast of the encoder, as `transdec train --bf16`)")
     parser.add_argument("--bf16", action="store_true", help="short for --precisions bf16")
+    parser.add_argument("--pad-to-seconds", type=float, nargs="+", default=[0.0],
+                        help="batch paddings to compare (`transdec train --pad-to-seconds`; 0 = none): on CUDA, "
+                             "padded shapes repeat and cuDNN reuses its plans (compare with enough --steps)")
     parser.add_argument("--json", help="also write the medians here: {setting: {phase: seconds}}")
     args = parser.parse_args()
     if args.bf16:
@@ -80,8 +85,8 @@ def main() -> None:
                                         encoder=ConformerConfig(num_layers=args.layers, dropout=0.0),
                                         joint_dim=320), tokenizer).train()
     runs = {}
-    for prune_range, lattice, layout, precision in itertools.product(args.prune_ranges, args.lattices, args.layouts,
-                                                                     args.precisions):
+    for prune_range, lattice, layout, precision, pad in itertools.product(
+            args.prune_ranges, args.lattices, args.layouts, args.precisions, args.pad_to_seconds):
         config = TrainConfig("", "", "", prune_range=prune_range, prune_warmup_steps=0, bf16=precision == "bf16",
                              specaugment=SpecAugmentConfig(time_masks=2))
         run_model = copy.deepcopy(model).to(device)
@@ -97,9 +102,18 @@ def main() -> None:
             name += f", {layout}"
         if len(args.precisions) > 1:
             name += f", {precision}"
-        runs[name] = (lattice, config, run_model, simple_joint, optimizer, {phase: [] for phase in PHASES + ["total"]})
+        if len(args.pad_to_seconds) > 1:
+            name += f", padded to {pad:g} s multiples" if pad else ", unpadded"
+        runs[name] = (lattice, pad, config, run_model, simple_joint, optimizer,
+                      {phase: [] for phase in PHASES + ["total"]})
     token_ids = [tokenizer.encode(e.text) for e in entries]
-    batches = bucketed_batches([e.duration for e in entries], args.batch_seconds, seed=0, epoch=0)
+    # Batches as the most-padded setting makes them (same size per padded length), the same rows for every setting;
+    # more epochs (each shuffled differently) where one has too few batches for --steps.
+    batches, epoch = [], 0
+    while len(batches) <= args.steps:
+        batches += bucketed_batches([e.duration for e in entries], args.batch_seconds, seed=0, epoch=epoch,
+                                    pad_seconds=max(args.pad_to_seconds))
+        epoch += 1
     utterances, audio = [], []
 
     def now() -> float:
@@ -108,8 +122,11 @@ def main() -> None:
         return time.perf_counter()
 
     for step, indices in enumerate(batches[: args.steps + 1]):
-        batch = collate(entries, [[i] for i in indices], token_ids, model.sample_rate).to(device)
-        for lattice, config, run_model, simple_joint, optimizer, phases in runs.values():
+        padded = {pad: collate(entries, [[i] for i in indices], token_ids, model.sample_rate,
+                               pad_samples=max(1, round(pad * model.sample_rate)), pad_tokens=16 if pad else 1
+                               ).to(device) for pad in args.pad_to_seconds}
+        for lattice, pad, config, run_model, simple_joint, optimizer, phases in runs.values():
+            batch = padded[pad]
             os.environ["TRANSDEC_LATTICE"] = lattice
             generator = torch.Generator().manual_seed(step)
             times = [now()]
@@ -134,10 +151,11 @@ def main() -> None:
           f"{len(utterances)} steps, {statistics.median(utterances)} utterances ({statistics.median(audio):.0f} s "
           "of audio) per step")
     names = list(runs)
-    print("| phase | " + " | ".join(f"{n} s" for n in names) + " |\n|---|" + "---|" * len(names))
+    print("| phase, seconds | " + " | ".join(names) + " |\n|---|" + "---|" * len(names))
     for phase in PHASES + ["total"]:
         cells = [f"{statistics.median(run[-1][phase]):.3f}" for run in runs.values()]
         print(f"| {phase} | " + " | ".join(cells) + " |")
+    print("| all steps, summed | " + " | ".join(f"{sum(run[-1]['total']):.3f}" for run in runs.values()) + " |")
     baseline = statistics.median(next(iter(runs.values()))[-1]["total"])
     print("| step speed vs first | " + " | ".join(
         f"{baseline / statistics.median(run[-1]['total']):.2f}x" for run in runs.values()) + " |")

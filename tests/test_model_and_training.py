@@ -17,13 +17,14 @@ import transdec
 from transdec.decoding import DecodingConfig, decode
 from transdec.model.checkpoint import BUNDLED_MODELS, read_checkpoint, save_model
 from transdec.model.conformer import ConformerConfig
+from transdec.model.joint import SimpleJoint
 from transdec.model.protocol import DecodingModel, HeadSpec
 from transdec.model.tokenizer import Tokenizer
 from transdec.model.transducer_model import ModelConfig, PredictorConfig, TransducerModel
 from transdec.training.data import bucketed_batches, collate, long_form_rows, read_manifest, row_seconds
 from transdec.training.specaugment import SpecAugmentConfig, spec_augment
 from transdec.training.trainer import (TrainConfig, Trainer, average_checkpoints, learning_rate,
-                                      pruned_loss_weights)
+                                      pruned_loss_weights, training_loss)
 
 TEXTS = ["hello world", "good morning to you", "the cat sat on the mat", "a quick brown fox", "see you soon",
          "world of sound", "morning has broken", "the dog ran home"]
@@ -121,6 +122,40 @@ def test_bucketed_batches_cover_every_utterance_once_within_budget() -> None:
     assert all(max(durations[i] for i in b) * len(b) <= 60.0 or len(b) == 1 for b in batches)
     assert batches == bucketed_batches(durations, 60.0, seed=1, epoch=0)
     assert batches != bucketed_batches(durations, 60.0, seed=1, epoch=1)
+
+
+def test_padded_bucketing_gives_one_batch_size_per_padded_length() -> None:
+    durations = np.random.default_rng(0).uniform(0.5, 12.0, size=2000).tolist()
+    batches = bucketed_batches(durations, batch_seconds=60.0, seed=1, epoch=0, pad_seconds=1.0)
+    assert sorted(i for b in batches for i in b) == list(range(2000))
+    shapes = {(math.ceil(max(durations[i] for i in b)), len(b)) for b in batches}
+    assert all(length * size <= 60.0 for length, size in shapes)
+    # One size per padded length (60 // length), but for the epoch's last batch and batches of leftovers only.
+    assert len([1 for length, size in shapes if size != 60 // length]) <= 3
+    assert batches != bucketed_batches(durations, 60.0, seed=1, epoch=1, pad_seconds=1.0)
+
+
+@pytest.mark.parametrize("prune_range", [0, 2])
+def test_padding_a_batch_changes_neither_loss_nor_gradients(tmp_path: Path, prune_range: int) -> None:
+    entries = read_manifest(write_corpus(tmp_path, 3))
+    tokenizer = Tokenizer.train(TEXTS * 3, 24)
+    token_ids = [tokenizer.encode(e.text) for e in entries]
+    torch.manual_seed(0)
+    model = TransducerModel(tiny_config(HEADS[0]), tokenizer)  # training_loss computes in float32
+    simple_joint = SimpleJoint(16, 16, 24) if prune_range else None
+    config = TrainConfig("", "", "", prune_range=prune_range, specaugment=SpecAugmentConfig(freq_masks=0, time_masks=0))
+    results = []
+    for pad_samples, pad_tokens in ((1, 1), (16000, 16)):
+        batch = collate(entries, [[0], [1, 2]], token_ids, 16000, 0.1, pad_samples, pad_tokens)
+        assert batch.waveforms.shape[1] % pad_samples == 0 and batch.targets.shape[1] % pad_tokens == 0
+        model.zero_grad()
+        loss, _ = training_loss(model, batch, config, torch.Generator().manual_seed(0), simple_joint, step=10**6)
+        loss.backward()
+        results.append((loss.detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}))
+    assert results[1][0].item() == pytest.approx(results[0][0].item(), rel=1e-5)
+    for name, grad in results[0][1].items():
+        # Float32 sums over more (zero) positions: equal up to rounding, relative to the tensor's scale.
+        torch.testing.assert_close(results[1][1][name], grad, rtol=0, atol=1e-4 * grad.abs().max().item(), msg=name)
 
 
 def test_long_form_rows_join_the_asked_share_within_the_limit() -> None:
@@ -246,12 +281,13 @@ def test_a_run_with_a_time_budget_stops_when_it_is_spent(tmp_path: Path) -> None
     assert trainer.step == 1 and trainer.train_seconds >= 60 * config.budget_minutes
 
 
-@pytest.mark.parametrize("long_form_share", [0.0, 0.5])
-def test_training_state_replays_the_same_batches(tmp_path: Path, long_form_share: float) -> None:
+@pytest.mark.parametrize("long_form_share, pad_to_seconds", [(0.0, 0.0), (0.5, 0.0), (0.5, 1.0)])
+def test_training_state_replays_the_same_batches(tmp_path: Path, long_form_share: float,
+                                                 pad_to_seconds: float) -> None:
     manifest = write_corpus(tmp_path / "data", 10)
     straight = TrainConfig(str(manifest), str(manifest), str(tmp_path / "a"), max_steps=4, warmup_steps=1,
                            batch_seconds=3.0, eval_every=100, save_every=100, threads=1, seed=5,
-                           long_form_share=long_form_share, long_form_seconds=2.5)
+                           long_form_share=long_form_share, long_form_seconds=2.5, pad_to_seconds=pad_to_seconds)
     Trainer(straight, tiny_config(HEADS[0])).train()
     stopped = TrainConfig(**{**straight.__dict__, "exp_dir": str(tmp_path / "b"), "max_steps": 2})
     Trainer(stopped, tiny_config(HEADS[0])).train()

@@ -8,9 +8,9 @@
 # after a command returns, runs and all: send the next `wait` at once.
 #
 #   recipes/gpu/device.sh check                     set up the kit, synthesise the dev set, and compare the
-#                                                   lattice's frame loops with its Triton kernels, and the
-#                                                   subsampling's memory layouts, on the GPU (bench/losses.py,
-#                                                   bench/train_step.py)
+#                                                   lattice's frame loops with its Triton kernels, the
+#                                                   subsampling's memory layouts and padded against unpadded
+#                                                   batches, on the GPU (bench/losses.py, bench/train_step.py)
 #   recipes/gpu/device.sh evaluate                  synthesise the test set and evaluate the bundled models on
 #                                                   the GPU (transdec evaluate, label- and frame-looping)
 #   recipes/gpu/device.sh start MINUTES [SECONDS]   synthesise the corpus, start the runs with a training
@@ -32,8 +32,9 @@ cd "$(dirname "$0")/../.."
 source recipes/gpu/setup_kit.sh
 source recipes/bundled_models.sh
 # In the first run, steps were 5x slower in the first minutes than in the last (GPU mostly idle, the autograd
-# thread at 100% CPU) while the reserved memory grew: most likely the caching allocator meeting new batch
-# shapes. Expandable segments are meant for that; not yet measured here.
+# thread at 100% CPU) while the reserved memory grew. Expandable segments, for the caching allocator meeting
+# new batch shapes, did not change that (second run); cuDNN building plans for every new shape would explain
+# it too, which is why `transdec train` pads batches on CUDA (--pad-to-seconds; `check` compares).
 export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
 WORK=/tmp/transdec-work
 DATA=$WORK/synth
@@ -87,6 +88,10 @@ check_kernels() {
                 --prune-ranges 5 --lattices kernel --layouts channels_last contiguous --batch-seconds $seconds \
                 --steps 5
         done
+        # ...or cuDNN building its plans for every new input shape (~90 ms a call, GPU idle): padded batches
+        # repeat their shapes (transdec train --pad-to-seconds, 1 s by default on CUDA).
+        python3 bench/train_step.py --manifest "$DATA/dev.jsonl" --device cuda --bf16 --layers 8 --prune-ranges 5 \
+            --lattices kernel --layouts channels_last contiguous --pad-to-seconds 0 1 --batch-seconds 100 --steps 40
     } 2>&1 | tee "$OUT/check.txt"
 }
 

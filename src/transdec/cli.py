@@ -82,6 +82,10 @@ def _add_train_parser(subparsers: argparse._SubParsersAction) -> None:
                        help="read the training manifest again at each epoch, e.g. while its corpus is synthesised")
     train.add_argument("--device", default="cpu", help="cpu or cuda")
     train.add_argument("--loader-threads", type=int, default=2, help="threads reading the next batches")
+    train.add_argument("--pad-to-seconds", type=float, default=None, metavar="SECONDS",
+                       help="pad each batch's audio to a multiple of this many seconds (and its tokens to a "
+                            "multiple of 16) so that batch shapes repeat and cuDNN reuses its plans (default: "
+                            "1 on CUDA, none on the CPU)")
 
 
 def _add_average_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -165,6 +169,8 @@ def _train(args: argparse.Namespace) -> None:
         init_encoder_only=args.init_encoder_only, prune_range=args.prune_range,
         long_form_share=args.long_form_share, long_form_seconds=args.long_form_seconds,
         long_form_pause=args.long_form_pause, reload_manifest=args.reload_manifest,
+        pad_to_seconds=args.pad_to_seconds if args.pad_to_seconds is not None
+        else (1.0 if args.device.startswith("cuda") else 0.0),
         specaugment=SpecAugmentConfig(freq_masks=0, time_masks=0) if args.no_specaugment
         else SpecAugmentConfig(freq_masks=args.freq_masks, time_masks=args.time_masks),
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,24 +65,31 @@ class Batch:
 
 
 def collate(entries: list[ManifestEntry], rows: list[list[int]], token_ids: list[list[int]], sample_rate: int,
-            pause_seconds: float = 0.0) -> Batch:
+            pause_seconds: float = 0.0, pad_samples: int = 1, pad_tokens: int = 1) -> Batch:
     """One batch; each row is the manifest positions of the utterances it joins, with ``pause_seconds`` of
-    silence between them (a single utterance is a row of one)."""
+    silence between them (a single utterance is a row of one). The padded audio length is rounded up to a
+    multiple of ``pad_samples`` and the padded token length to one of ``pad_tokens``, so that batch shapes
+    repeat (see :attr:`~transdec.training.trainer.TrainConfig.pad_to_seconds`)."""
     pause = torch.zeros(round(pause_seconds * sample_rate))
     audios = []
     for row in rows:
         pieces = [torch.from_numpy(load_audio(entries[i].audio_filepath, sample_rate)) for i in row]
         audios.append(torch.cat([x for piece in pieces for x in (pause, piece)][1:]))
-    waveforms = torch.zeros(len(audios), max(len(a) for a in audios))
+    waveforms = torch.zeros(len(audios), _round_up(max(len(a) for a in audios), pad_samples))
     for row, audio in enumerate(audios):
         waveforms[row, : len(audio)] = audio
     # BPE pieces never cross a word boundary, so a row's tokens are its utterances' tokens one after another.
     row_tokens = [[token for i in row for token in token_ids[i]] for row in rows]
-    targets = torch.zeros(len(rows), max(1, max(len(t) for t in row_tokens)), dtype=torch.int64)
+    longest = max(1, max(len(t) for t in row_tokens))
+    targets = torch.zeros(len(rows), _round_up(longest, pad_tokens), dtype=torch.int64)
     for row, tokens in enumerate(row_tokens):
         targets[row, : len(tokens)] = torch.tensor(tokens, dtype=torch.int64)
     return Batch(waveforms, torch.tensor([len(a) for a in audios]), targets,
                  torch.tensor([len(t) for t in row_tokens]), [list(row) for row in rows])
+
+
+def _round_up(value: int, multiple: int) -> int:
+    return -(-value // multiple) * multiple
 
 
 def long_form_rows(durations: list[float], share: float, max_seconds: float, pause_seconds: float, seed: int,
@@ -121,16 +129,21 @@ def row_seconds(rows: list[list[int]], durations: list[float], pause_seconds: fl
 
 
 def bucketed_batches(durations: list[float], batch_seconds: float, seed: int, epoch: int,
-                     max_batch_size: int = 256) -> list[list[int]]:
+                     max_batch_size: int = 256, pad_seconds: float = 0.0) -> list[list[int]]:
     """One epoch of batches of similar-length utterances, each at most ``batch_seconds`` of padded audio.
 
     Utterances are sorted by duration jittered by +-10% (so batches differ between epochs), cut into batches,
     and the batch order is shuffled; both depend only on ``seed`` and ``epoch``, so a resumed run replays the
-    same epoch exactly.
+    same epoch exactly. With ``pad_seconds`` (lengths padded to its multiples, as :func:`collate` pads them),
+    batch shapes repeat instead: see :func:`_batches_of_padded_lengths`.
     """
     rng = random.Random(seed * 100003 + epoch)
+    if pad_seconds > 0:
+        batches = _batches_of_padded_lengths(durations, batch_seconds, max_batch_size, pad_seconds, rng)
+        rng.shuffle(batches)
+        return batches
     order = sorted(range(len(durations)), key=lambda i: durations[i] * rng.uniform(0.9, 1.1))
-    batches: list[list[int]] = []
+    batches = []
     current: list[int] = []
     longest = 0.0
     for i in order:
@@ -143,4 +156,30 @@ def bucketed_batches(durations: list[float], batch_seconds: float, seed: int, ep
     if current:
         batches.append(current)
     rng.shuffle(batches)
+    return batches
+
+
+def _batches_of_padded_lengths(durations: list[float], batch_seconds: float, max_batch_size: int,
+                               pad_seconds: float, rng: random.Random) -> list[list[int]]:
+    """Batches whose size is set by their padded length, so that an epoch has about one shape per length.
+
+    Utterances are grouped by padded length and shuffled within each group (their padded cost is the same),
+    and each group is cut into batches of ``batch_seconds // length`` rows. What is left of a group goes
+    first into the next longer group, padded to that length, so that only the epoch's last batch (and, rarely,
+    one made only of such leftovers) has a size of its own.
+    """
+    groups: dict[int, list[int]] = {}
+    for i, seconds in enumerate(durations):
+        groups.setdefault(max(1, math.ceil(seconds / pad_seconds)), []).append(i)
+    batches: list[list[int]] = []
+    left: list[int] = []
+    for units in sorted(groups):
+        rng.shuffle(groups[units])
+        rows = left + groups[units]
+        size = max(1, min(max_batch_size, int(batch_seconds // (units * pad_seconds))))
+        whole = len(rows) - len(rows) % size
+        batches += [rows[k: k + size] for k in range(0, whole, size)]
+        left = rows[whole:]
+    if left:
+        batches.append(left)
     return batches

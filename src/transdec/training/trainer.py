@@ -90,6 +90,10 @@ class TrainConfig:
     simple_loss_scale: float = 0.5  # weight of the pruned loss's simple loss once warmed up
     prune_warmup_steps: int = 500  # steps over which the pruned loss's weight rises from 0.1 to 1
     reload_manifest: bool = False  # read train_manifest again at each epoch (a corpus still being synthesised)
+    # > 0: each batch's audio is padded to a multiple of this many seconds and its token rows to a multiple of
+    # 16, so that batch shapes repeat. On CUDA every new input shape makes cuDNN build its convolution (and
+    # LSTM) plans anew, which cost ~90 ms per call on an H100 and left the GPU idle; seen shapes are cached.
+    pad_to_seconds: float = 0.0
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
@@ -333,7 +337,8 @@ class Trainer:
             rows = long_form_rows(durations, config.long_form_share, config.long_form_seconds,
                                   config.long_form_pause, config.seed, epoch)
             seconds = row_seconds(rows, durations, config.long_form_pause)
-            batches = bucketed_batches(seconds, config.batch_seconds, config.seed, epoch)
+            batches = bucketed_batches(seconds, config.batch_seconds, config.seed, epoch,
+                                       pad_seconds=config.pad_to_seconds)
             for index in range(position, len(batches)):
                 yield epoch, index, [rows[i] for i in batches[index]]
             epoch, position, first_pass = epoch + 1, 0, False
@@ -362,6 +367,8 @@ class Trainer:
             progress = tqdm(total=config.max_steps, initial=self.step, desc="train", mininterval=10)
         running: dict[str, torch.Tensor] = {}
         positions = self.batch_positions()
+        pad_samples = max(1, round(config.pad_to_seconds * self.model.sample_rate))
+        pad_tokens = 16 if config.pad_to_seconds > 0 else 1
         loader = ThreadPoolExecutor(max(1, config.loader_threads))
         pending: deque[tuple[int, int, Future[Batch]]] = deque()
         try:
@@ -370,7 +377,7 @@ class Trainer:
                     epoch, index, rows = next(positions)
                     pending.append((epoch, index, loader.submit(
                         collate, self.train_entries, rows, self.token_ids, self.model.sample_rate,
-                        config.long_form_pause)))
+                        config.long_form_pause, pad_samples, pad_tokens)))
                 epoch, index, batch = pending.popleft()
                 step_start = time.monotonic()
                 self._train_step(batch.result(), running)
