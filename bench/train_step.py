@@ -33,7 +33,7 @@ from transdec.model.protocol import HeadSpec
 from transdec.model.tokenizer import Tokenizer
 from transdec.model.transducer_model import ModelConfig, PredictorConfig, TransducerModel
 from transdec.runtime import configure_malloc
-from transdec.training.data import bucketed_batches, collate, read_manifest
+from transdec.training.data import bucketed_batches, collate, padding_multiples, read_manifest
 from transdec.training.specaugment import SpecAugmentConfig
 from transdec.training.trainer import TrainConfig, training_loss
 
@@ -122,9 +122,8 @@ def main() -> None:
         return time.perf_counter()
 
     for step, indices in enumerate(batches[: args.steps + 1]):
-        padded = {pad: collate(entries, [[i] for i in indices], token_ids, model.sample_rate,
-                               pad_samples=max(1, round(pad * model.sample_rate)), pad_tokens=16 if pad else 1
-                               ).to(device) for pad in args.pad_to_seconds}
+        padded = {pad: collate(entries, [[i] for i in indices], token_ids, model.sample_rate, 0.0,
+                               *padding_multiples(pad, model.sample_rate)).to(device) for pad in args.pad_to_seconds}
         for lattice, pad, config, run_model, simple_joint, optimizer, phases in runs.values():
             batch = padded[pad]
             os.environ["TRANSDEC_LATTICE"] = lattice

@@ -88,6 +88,13 @@ def collate(entries: list[ManifestEntry], rows: list[list[int]], token_ids: list
                  torch.tensor([len(t) for t in row_tokens]), [list(row) for row in rows])
 
 
+def padding_multiples(pad_to_seconds: float, sample_rate: int) -> tuple[int, int]:
+    """``(pad_samples, pad_tokens)`` for :func:`collate` from a padding in seconds (0: none)."""
+    if pad_to_seconds <= 0:
+        return 1, 1
+    return max(1, round(pad_to_seconds * sample_rate)), 16
+
+
 def _round_up(value: int, multiple: int) -> int:
     return -(-value // multiple) * multiple
 

@@ -45,8 +45,8 @@ from transdec.model.checkpoint import load_model, save_model
 from transdec.model.joint import SimpleJoint
 from transdec.model.tokenizer import Tokenizer
 from transdec.model.transducer_model import ModelConfig, TransducerModel
-from transdec.training.data import (Batch, ManifestEntry, bucketed_batches, collate, long_form_rows, read_manifest,
-                                   row_seconds)
+from transdec.training.data import (Batch, ManifestEntry, bucketed_batches, collate, long_form_rows,
+                                    padding_multiples, read_manifest, row_seconds)
 from transdec.training.specaugment import SpecAugmentConfig, spec_augment
 from transdec.transcribe import transcribe
 
@@ -367,8 +367,7 @@ class Trainer:
             progress = tqdm(total=config.max_steps, initial=self.step, desc="train", mininterval=10)
         running: dict[str, torch.Tensor] = {}
         positions = self.batch_positions()
-        pad_samples = max(1, round(config.pad_to_seconds * self.model.sample_rate))
-        pad_tokens = 16 if config.pad_to_seconds > 0 else 1
+        pad_samples, pad_tokens = padding_multiples(config.pad_to_seconds, self.model.sample_rate)
         loader = ThreadPoolExecutor(max(1, config.loader_threads))
         pending: deque[tuple[int, int, Future[Batch]]] = deque()
         try:
