@@ -97,3 +97,29 @@ def test_subsampling_layouts_give_the_same_output(kind: str) -> None:
     subsampling.set_memory_format(torch.contiguous_format)
     contiguous, _ = subsampling(features, lengths)
     torch.testing.assert_close(contiguous, channels_last, rtol=0, atol=1e-12)
+
+
+def test_under_cpu_autocast_only_linear_layers_take_bfloat16() -> None:
+    """``--bf16`` on a CPU: convolutions and attention stay float32 (faster there), linear layers go bf16."""
+    torch.manual_seed(4)
+    encoder = ConformerEncoder(small_config()).eval()
+    seen: dict[str, set[torch.dtype]] = {}
+
+    def record(module, inputs, output) -> None:
+        seen.setdefault(type(module).__name__, set()).add(output.dtype)
+
+    for module in encoder.modules():
+        if isinstance(module, (torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Linear)):
+            module.register_forward_hook(record)
+    attention_outputs: set[torch.dtype] = set()  # what the attention core hands its output projection
+    for block in encoder.blocks:
+        block.attention.out.register_forward_pre_hook(lambda module, inputs: attention_outputs.add(inputs[0].dtype))
+    features, lengths = torch.randn(2, 50, 80), torch.tensor([50, 31])
+    reference, _ = encoder(features, lengths)
+    assert seen == {"Conv2d": {torch.float32}, "Conv1d": {torch.float32}, "Linear": {torch.float32}}
+    seen.clear()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        mixed, _ = encoder(features, lengths)
+    assert seen == {"Conv2d": {torch.float32}, "Conv1d": {torch.float32}, "Linear": {torch.bfloat16}}
+    assert attention_outputs == {torch.float32}
+    torch.testing.assert_close(mixed.float(), reference, rtol=0.05, atol=0.05)

@@ -68,7 +68,8 @@ def _add_train_parser(subparsers: argparse._SubParsersAction) -> None:
                        help="SpecAugment frequency bands (default %(default)s, up to 27 bins each)")
     train.add_argument("--time-masks", type=int, default=SpecAugmentConfig.time_masks,
                        help="SpecAugment time spans (default %(default)s, up to 5%% of the utterance each)")
-    train.add_argument("--bf16", action="store_true", help="bfloat16 autocast for the encoder")
+    train.add_argument("--bf16", action="store_true",
+                       help="bfloat16 autocast for the encoder (on a CPU its linear layers only, ~1.5x faster steps)")
     train.add_argument("--eval-every", type=int, default=500)
     train.add_argument("--save-every", type=int, default=200)
     train.add_argument("--seed", type=int, default=1)

@@ -14,11 +14,13 @@ as attention can tell, than the utterances the model was trained on.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from transdec.model.precision import float32_under_cpu_autocast
 from transdec.model.subsampling import ConvSubsampling, SubsamplingKind
 
 
@@ -174,8 +176,8 @@ class SelfAttention(nn.Module):
         q, k, v = self.qkv(self.norm(x)).view(batch, frames, 3, self.num_heads, dim // self.num_heads).unbind(2)
         q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # [B, heads, T, head_dim]
         q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
-        attended = F.scaled_dot_product_attention(q, k, v, attn_mask=attend,
-                                                  dropout_p=self.dropout if self.training else 0.0)
+        attended = float32_under_cpu_autocast(
+            partial(F.scaled_dot_product_attention, dropout_p=self.dropout if self.training else 0.0), q, k, v, attend)
         return F.dropout(self.out(attended.transpose(1, 2).reshape(batch, frames, dim)), self.dropout, self.training)
 
 
@@ -195,6 +197,6 @@ class ConvolutionModule(nn.Module):
         x = F.glu(self.pointwise_in(self.norm(x)), dim=-1)
         # Zero padded frames so the depthwise convolution sees exactly what an unpadded utterance would.
         x = x * valid.unsqueeze(-1).to(x.dtype)
-        x = self.depthwise(x.transpose(1, 2)).transpose(1, 2)
+        x = float32_under_cpu_autocast(self.depthwise, x.transpose(1, 2)).transpose(1, 2)
         x = self.pointwise_out(F.silu(self.depthwise_norm(x)))
         return self.dropout(x)

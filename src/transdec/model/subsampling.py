@@ -8,6 +8,8 @@ from typing import Literal
 import torch
 from torch import Tensor, nn
 
+from transdec.model.precision import float32_under_cpu_autocast
+
 SubsamplingKind = Literal["dw_striding", "striding"]
 
 
@@ -65,7 +67,7 @@ class ConvSubsampling(nn.Module):
         x = features.unsqueeze(1).contiguous(memory_format=self.memory_format)  # [B, 1, T, F]
         for stage in self.stages:
             x = x * _time_mask(lengths, x.shape[2]).view(-1, 1, x.shape[2], 1).to(x.dtype)
-            x = stage(x)
+            x = float32_under_cpu_autocast(stage, x)
             lengths = strided_length(lengths, 1)
         batch, channels, frames, freq = x.shape
         x = self.output(x.transpose(1, 2).reshape(batch, frames, channels * freq))
