@@ -91,8 +91,8 @@ class TrainConfig:
     prune_warmup_steps: int = 500  # steps over which the pruned loss's weight rises from 0.1 to 1
     reload_manifest: bool = False  # read train_manifest again at each epoch (a corpus still being synthesised)
     # > 0: each batch's audio is padded to a multiple of this many seconds and its token rows to a multiple of
-    # 16, so that batch shapes repeat. On CUDA every new input shape makes cuDNN build its convolution (and
-    # LSTM) plans anew, which cost ~90 ms per call on an H100 and left the GPU idle; seen shapes are cached.
+    # 16, so that batch shapes repeat. cuDNN builds a convolution plan for every new input shape (and caches
+    # it per shape): the likely reason convolutions took ~90 ms a call on an H100 with the GPU idle.
     pad_to_seconds: float = 0.0
 
     @classmethod
