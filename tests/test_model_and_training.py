@@ -21,7 +21,8 @@ from transdec.model.joint import SimpleJoint
 from transdec.model.protocol import DecodingModel, HeadSpec
 from transdec.model.tokenizer import Tokenizer
 from transdec.model.transducer_model import ModelConfig, PredictorConfig, TransducerModel
-from transdec.training.data import bucketed_batches, collate, long_form_rows, read_manifest, row_seconds
+from transdec.training.data import (bucketed_batches, collate, long_form_rows, padding_multiples, read_manifest,
+                                   row_seconds)
 from transdec.training.specaugment import SpecAugmentConfig, spec_augment
 from transdec.training.trainer import (TrainConfig, Trainer, average_checkpoints, learning_rate,
                                       pruned_loss_weights, training_loss)
@@ -145,7 +146,7 @@ def test_padding_a_batch_changes_neither_loss_nor_gradients(tmp_path: Path, prun
     simple_joint = SimpleJoint(16, 16, 24) if prune_range else None
     config = TrainConfig("", "", "", prune_range=prune_range, specaugment=SpecAugmentConfig(freq_masks=0, time_masks=0))
     results = []
-    for pad_samples, pad_tokens in ((1, 1), (16000, 16)):
+    for pad_samples, pad_tokens in (padding_multiples(0.0, 16000), padding_multiples(1.0, 16000)):
         batch = collate(entries, [[0], [1, 2]], token_ids, 16000, 0.1, pad_samples, pad_tokens)
         assert batch.waveforms.shape[1] % pad_samples == 0 and batch.targets.shape[1] % pad_tokens == 0
         model.zero_grad()

@@ -147,10 +147,17 @@ def bucketed_batches(durations: list[float], batch_seconds: float, seed: int, ep
     rng = random.Random(seed * 100003 + epoch)
     if pad_seconds > 0:
         batches = _batches_of_padded_lengths(durations, batch_seconds, max_batch_size, pad_seconds, rng)
-        rng.shuffle(batches)
-        return batches
+    else:
+        batches = _batches_of_sorted_lengths(durations, batch_seconds, max_batch_size, rng)
+    rng.shuffle(batches)
+    return batches
+
+
+def _batches_of_sorted_lengths(durations: list[float], batch_seconds: float, max_batch_size: int,
+                               rng: random.Random) -> list[list[int]]:
+    """Utterances in order of jittered duration, cut where the next would take a batch past its budget."""
     order = sorted(range(len(durations)), key=lambda i: durations[i] * rng.uniform(0.9, 1.1))
-    batches = []
+    batches: list[list[int]] = []
     current: list[int] = []
     longest = 0.0
     for i in order:
@@ -162,7 +169,6 @@ def bucketed_batches(durations: list[float], batch_seconds: float, seed: int, ep
         longest = longest_if_added
     if current:
         batches.append(current)
-    rng.shuffle(batches)
     return batches
 
 
