@@ -603,3 +603,24 @@ ROUND_MIX=$DATA/train_cpu17.jsonl
 continue_round tiny-en-rnnt cpu34 cpu36 35 15 10
 continue_round tiny-en-multiblank cpu35 cpu37 32 16 10
 wait
+
+# 41. Thirty-first and thirty-second rounds (2026-11-26, a fresh 2-core Zen 5 EPYC: the corpus was synthesised
+#     again, all but train_piper_extra's Piper readings), not bundled: a mix of every reading there, Piper x3
+#     (train_cpu18.jsonl, 577,848 rows, 70% Piper), then the bundled RNN-T (seed 19) and multi-blank (seed 20) on
+#     it with --bf16 (linear layers only: ~1.3x the steps), peak 2e-4, 100 minutes each. Held-out RNN-T 6.23%
+#     (espeak-ng 5.43%, Piper 7.06%), multi-blank 7.58% (6.01%, 9.19%); each averaged with the bundled file it
+#     started from, 5.97% (5.28%, 6.68%) and 6.66% (5.47%, 7.88%).
+$PY recipes/mix_manifest.py $DATA/train_cpu18.jsonl --data $DATA --splits train train_wordnet train_wordnet_glosses \
+    --piper-copies train=3 train_wordnet=3 train_wordnet_glosses=3 --seed 88676
+for run in "tiny-en-rnnt 19" "tiny-en-multiblank 20"; do
+    read -r name seed <<< "$run"
+    # shellcheck disable=SC2046
+    $TRANSDEC train "${LOWER_PEAK[@]}" "${LONG_FORM[@]}" --train-manifest $DATA/train_cpu18.jsonl --layers 8 \
+        --attention-context 32 --peak-lr 2e-4 --budget 100 --bf16 --seed $seed $(bundled_head_options $name) \
+        --exp-dir exp/cpu40/$name --init-from src/transdec/pretrained/$name.pt &
+done
+wait
+for name in tiny-en-rnnt tiny-en-multiblank; do
+    $TRANSDEC average --exp-dir exp/cpu40/$name --last 5 --half --output exp/cpu40/$name-half.pt
+    $PY recipes/average_models.py $name exp/cpu40/$name-half.pt --output exp/cpu40/$name-soup-half.pt
+done

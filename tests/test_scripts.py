@@ -106,3 +106,23 @@ def test_mix_manifest_balances_voices_reproducibly(tmp_path: Path) -> None:
     assert rows[:5] == ["a0", "a0", "a0", "a1", "a2"] and rows[-1] == "b40"  # Piper x3 in a, x1 (default) in b
     assert 5 < len(rows) - 6 < 35  # about half of b's 40 espeak-ng rows
     assert mix("two.jsonl", 7) == rows and mix("three.jsonl", 8) != rows
+
+
+def test_average_models_averages_files_of_one_shape(corpus_and_model, tmp_path: Path) -> None:
+    _, model = corpus_and_model
+    original = load_model(model)
+    other = load_model(model)
+    with torch.no_grad():
+        for weight in other.parameters():
+            weight.add_(1.0)
+    save_model(other, tmp_path / "other.pt")
+    result = run_script("recipes/average_models.py", model, tmp_path / "other.pt", "--output", tmp_path / "soup.pt")
+    assert result.returncode == 0, result.stderr[-3000:]
+    soup = load_model(tmp_path / "soup.pt").state_dict()
+    for name, weight in original.named_parameters():
+        torch.testing.assert_close(soup[name].float(), weight + 0.5, atol=1e-3, rtol=1e-3)  # stored as float16
+
+    tdt = TransducerModel(tiny_config(HEADS[1]), original.tokenizer)
+    save_model(tdt, tmp_path / "tdt.pt")
+    bad = run_script("recipes/average_models.py", model, tmp_path / "tdt.pt", "--output", tmp_path / "x.pt")
+    assert bad.returncode != 0 and "is not shaped like" in bad.stderr
