@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import argparse
 
-import torch
-
 import transdec
 from transdec.model.checkpoint import save_model
+from transdec.training.trainer import average_weights
 
 
 def main() -> None:
@@ -27,14 +26,7 @@ def main() -> None:
     for name, model in zip(args.models[1:], models[1:]):
         if model.config != models[0].config:
             raise SystemExit(f"{name} is not shaped like {args.models[0]}: their model configs differ")
-    states = [model.state_dict() for model in models]
-    averaged = {}
-    for name, tensor in states[0].items():
-        if tensor.is_floating_point():
-            averaged[name] = torch.stack([state[name].double() for state in states]).mean(0).to(tensor.dtype)
-        else:
-            averaged[name] = tensor
-    models[0].load_state_dict(averaged)
+    models[0].load_state_dict(average_weights([model.state_dict() for model in models]))
     save_model(models[0], args.output, half=True, metadata={"averaged_files": args.models})
     print(f"wrote {args.output}: the average of {len(models)} files")
 

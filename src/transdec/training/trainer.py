@@ -431,6 +431,18 @@ class Trainer:
         self._stop_requested = True
 
 
+def average_weights(states: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+    """The mean of state dicts of one shape (in float64, stored in each tensor's dtype); integer buffers from the
+    first."""
+    averaged = {}
+    for name, tensor in states[0].items():
+        if tensor.is_floating_point():
+            averaged[name] = torch.stack([state[name].double() for state in states]).mean(0).to(tensor.dtype)
+        else:
+            averaged[name] = tensor
+    return averaged
+
+
 def average_checkpoints(exp_dirs: str | Path | list[str | Path], last: int, output: str | Path, *,
                         half: bool = False, metadata: dict[str, Any] | None = None) -> TransducerModel:
     """Average the weights of the newest ``last`` training checkpoints of each run into one model file.
@@ -445,13 +457,9 @@ def average_checkpoints(exp_dirs: str | Path | list[str | Path], last: int, outp
             raise FileNotFoundError(f"{exp_dir}/checkpoints holds no step-*.pt files")
         paths.extend(newest)
     states = [torch.load(p, map_location="cpu", weights_only=True) for p in paths]
-    averaged = {}
-    for name, tensor in states[0]["model"].items():
-        stacked = torch.stack([s["model"][name] for s in states])
-        averaged[name] = stacked.double().mean(0).to(tensor.dtype) if tensor.is_floating_point() else tensor
     model = TransducerModel(ModelConfig.from_dict(states[-1]["model_config"]),
                             Tokenizer.from_bytes(states[-1]["tokenizer"]))
-    model.load_state_dict(averaged)
+    model.load_state_dict(average_weights([s["model"] for s in states]))
     info = {"averaged_steps": [s["step"] for s in states], "train_minutes": round(states[-1]["train_seconds"] / 60, 1),
             "parameters": model.num_parameters(), **(metadata or {})}
     save_model(model, output, half=half, metadata=info)
