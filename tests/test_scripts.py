@@ -33,6 +33,7 @@ SCRIPTS = {
     "long_form_wer": ["recipes/long_form_wer.py", "--models", "{model}", "--seconds", "2.5", "--recordings", "2"],
     "wind": ["bench/wind.py", "--models", "{model}", "--utterances", "2", "--windows", "1,2", "--batch-sizes", "2",
              "--repeats", "1", "--no-synthetic"],
+    "wind_costs": ["bench/wind_costs.py", "--model", "{model}", "--utterances", "2", "--repeats", "1"],
     "train_step": ["bench/train_step.py", "--steps", "1", "--vocab-size", "24", "--layers", "1", "--threads", "1",
                    "--batch-seconds", "3", "--precisions", "float32", "bf16"],
 }
