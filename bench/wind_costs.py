@@ -12,23 +12,18 @@ calls but not the per-token predictor step, so even windows that cost no more th
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 import time
 
 import torch
 
-import transdec
-from transdec.decoding.emissions import GreedyHead
-from transdec.decoding.greedy_wind import greedy_wind
-from transdec.training.data import collate, read_manifest
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from lstm_step import microseconds_per_call  # noqa: E402
+from wind import model_sources  # noqa: E402  (the held-out utterances bench/wind.py times, encoded)
 
-
-def microseconds_per_call(function, repeats: int) -> float:
-    for _ in range(10):
-        function()
-    start = time.perf_counter()
-    for _ in range(repeats):
-        function()
-    return (time.perf_counter() - start) / repeats * 1e6
+from transdec.decoding.emissions import GreedyHead  # noqa: E402
+from transdec.decoding.greedy_wind import greedy_wind  # noqa: E402
 
 
 def main() -> None:
@@ -41,14 +36,10 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
 
-    model = transdec.load_model(args.model)
-    entries = read_manifest(args.manifest)
-    entries = entries[:: max(1, len(entries) // args.utterances)][: args.utterances]
-    encoded = []  # [(frames [1, T, D], lengths [1])] per utterance
-    with torch.inference_mode():
-        for i in range(len(entries)):
-            batch = collate(entries, [[i]], [[]] * len(entries), model.sample_rate)
-            encoded.append(model.encode(batch.waveforms, batch.waveform_lengths))
+    sources = list(model_sources(args.manifest, args.utterances, [args.model]))
+    if not sources:
+        raise SystemExit(f"{args.model}: no such bundled model or model file")
+    _, model, encoded, _ = sources[0]  # encoded: [(frames [1, T, D], lengths [1])] per utterance
 
     rows = {}
     for window in (1, args.window):
