@@ -22,9 +22,14 @@ training sentences (the minority voice on more texts; no new sentences, so the s
 Only examples that the hash puts in training and that no other split has are used, so dev and test stay unseen.
 ``--train-glosses N`` plans ``train_wordnet_glosses`` the same way from WordNet's definitions (the first clause
 of each gloss, without quotes or parentheses: "a one story house with a low pitched roof"): ~88,000 more new
-texts, none of them a usage example. Both WordNet splits list every espeak-ng reading before the Piper ones,
-so a partly synthesised split has all of the fast voice first; ``audio --voices piper --index-range 0 N``
-synthesises only a part (here Piper's first N readings), so a fresh machine can make what a round needs.
+texts, none of them a usage example. ``--train-gcide N`` plans ``train_gcide`` the same way from the block
+quotations of the GNU Collaborative International Dictionary of English (Debian `dict-gcide`: Shakespeare,
+Milton, Dryden, the Bible, ...; literary and archaic English like the Bible's and the fortunes'), without Middle
+English (Chaucer, Gower, ...) or Spenser's spelling, and without any sentence that shares five consecutive words
+with a dev or test sentence, since many quotations are pieces of Bible verses. These splits list every espeak-ng
+reading before the Piper ones, so a partly synthesised split has all of the fast voice first; ``audio --voices
+piper --index-range 0 N`` synthesises only a part (here Piper's first N readings), so a fresh machine can make
+what a round needs.
 Every utterance then gets a random gain and, most of the time, white noise at 15-40 dB SNR, and is stored
 as 16-bit FLAC at 16 kHz. The plan (text, voice, every random setting) is fixed by the seed, so a rerun
 produces the same corpus (Piper's noise too: it is drawn from the plan's seed, see ``_graph_with_noise_inputs``).
@@ -33,6 +38,7 @@ produces the same corpus (Piper's noise too: it is drawn from the plan's seed, s
 from __future__ import annotations
 
 import argparse
+import gzip
 import hashlib
 import io
 import json
@@ -44,7 +50,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Set
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -65,6 +71,12 @@ MIN_WORDS, MAX_WORDS = 3, 24
 EXTRA_SPLIT = "train_piper_extra"
 WORDNET_SPLIT = "train_wordnet"
 GLOSSES_SPLIT = "train_wordnet_glosses"
+GCIDE_SPLIT = "train_gcide"
+# Quoted authors whose spelling is not modern English (Middle English, Spenser's archaisms).
+GCIDE_OLD_SPELLING = ("Chaucer", "Gower", "Wyclif", "Piers Plowman", "Rom. of R", "Mandeville", "Lydgate",
+                      "R. of Gl", "R. of Brunne", "Robert of Brunne", "Ormulum", "Layamon", "Ancren", "Old Play",
+                      "Old Ballad", "Spenser", "Gawain", "Trevisa", "Hampole", "Wright", "Halliwell", "Skelton")
+HELD_OUT_NGRAM = 5
 
 
 @dataclass
@@ -158,6 +170,28 @@ def wordnet_glosses(wordnet_dir: Path = Path("/usr/share/wordnet")) -> list[str]
     return [definition for definition in definitions if definition and not re.search(r'["()]', definition)]
 
 
+def gcide_quotations(path: Path = Path("/usr/share/dictd/gcide.dict.dz")) -> list[str]:
+    """Sentences of the dictionary's block quotations (indented paragraphs ending in "--Author."), ASCII only."""
+    text = gzip.open(path, "rt", encoding="utf-8", errors="replace").read()  # dictd's .dz is gzip-compatible
+    sentences = []
+    for paragraph in re.split(r"\n\s*\n|\n\s*\[[^\]\n]*\]\s*\n", text):
+        lines = [line for line in paragraph.split("\n") if line.strip()]
+        if not lines or not all(line.startswith(" " * 9) for line in lines):
+            continue
+        quotation = re.fullmatch(r"(.*\S)\s+--\s?([A-Z].*)", " ".join(line.strip() for line in lines))
+        if (quotation is None or not quotation.group(1).isascii() or "(" in quotation.group(1)
+                or quotation.group(2).startswith(GCIDE_OLD_SPELLING)):
+            continue
+        elided = re.sub(r"\s*\.(\s\.){2,}\s*", " ", quotation.group(1))  # ". . ." marks words left out
+        sentences.extend(split_sentences(elided))
+    return sentences
+
+
+def word_ngrams(text: str, n: int = HELD_OUT_NGRAM) -> set[tuple[str, ...]]:
+    words = text.split()
+    return {tuple(words[i:i + n]) for i in range(len(words) - n + 1)}
+
+
 def split_of(text: str, dev_per_mille: int, test_per_mille: int) -> str:
     bucket = int(hashlib.sha1(text.encode()).hexdigest(), 16) % 1000
     if bucket < test_per_mille:
@@ -204,17 +238,24 @@ def plan_corpus(args: argparse.Namespace) -> dict[str, list[Utterance]]:
         examples = {normalize(sentence) for sentence in wordnet_sentences()}
         plans[GLOSSES_SPLIT] = plan_new_texts(args, GLOSSES_SPLIT, wordnet_glosses(), args.train_glosses,
                                               seen.keys() | examples)
+    if args.train_gcide:
+        wordnet = {normalize(sentence) for sentence in wordnet_sentences() + wordnet_glosses()}
+        held_out = set().union(*(word_ngrams(norm) for norm, _ in by_split["dev"] + by_split["test"]))
+        plans[GCIDE_SPLIT] = plan_new_texts(args, GCIDE_SPLIT, gcide_quotations(), args.train_gcide,
+                                            seen.keys() | wordnet, held_out)
     return plans
 
 
 def plan_new_texts(args: argparse.Namespace, split: str, sentences: list[str], count: int,
-                   taken: Collection[str]) -> list[Utterance]:
-    """``count`` new training texts, none in ``taken`` (normalised) or hashed to dev/test, read by both voices."""
+                   taken: Collection[str], held_out_ngrams: Set[tuple[str, ...]] = frozenset()) -> list[Utterance]:
+    """``count`` new training texts, read by both voices: none in ``taken`` (normalised), hashed to dev/test or
+    sharing a word n-gram with ``held_out_ngrams``."""
     new: dict[str, str] = {}
     for sentence in sentences:
         norm = normalize(sentence)
         if (norm and norm not in taken and norm not in new
-                and split_of(norm, args.dev_per_mille, args.test_per_mille) == "train"):
+                and split_of(norm, args.dev_per_mille, args.test_per_mille) == "train"
+                and held_out_ngrams.isdisjoint(word_ngrams(norm))):
             new[norm] = sentence
     if len(new) < count:
         raise SystemExit(f"{split}: asked for {count} sentences but only {len(new)} are new training sentences")
@@ -450,6 +491,9 @@ def main() -> None:
     parser.add_argument("--train-glosses", type=int, default=0,
                         help=f"plan a split '{GLOSSES_SPLIT}': this many WordNet definitions, each read by both "
                              "voice families")
+    parser.add_argument("--train-gcide", type=int, default=0,
+                        help=f"plan a split '{GCIDE_SPLIT}': this many sentences of GCIDE's quotations, each read by "
+                             "both voice families")
     parser.add_argument("--dev-size", type=int, default=200)
     parser.add_argument("--test-per-voice", type=int, default=400)
     parser.add_argument("--dev-per-mille", type=int, default=10)

@@ -1,8 +1,10 @@
-"""The corpus recipe: WordNet usage examples and definitions as new training sources, and Piper audio fixed by
-the plan."""
+"""The corpus recipe: WordNet usage examples and definitions and GCIDE's quotations as new training sources, and
+Piper audio fixed by the plan."""
 
 from __future__ import annotations
 
+import argparse
+import gzip
 import importlib.util
 import sys
 from pathlib import Path
@@ -54,6 +56,48 @@ def test_wordnet_glosses_are_first_clauses_without_quotes_or_parentheses(tmp_pat
     corpus = load_recipe()
     assert corpus.wordnet_glosses(tmp_path) == ["that which is perceived",
                                                 "draw air into, and expel out of, the lungs"]
+
+
+GCIDE_ENTRIES = """\
+Abhor \\Ab*hor"\\, v. t.
+   1. To shrink back with shrinking; to loathe. "An abject liar." --Macaulay.
+      [1913 Webster]
+
+            It doth abhor me now I speak the word. --Shak.
+      [1913 Webster]
+
+            I utterly abhor, yea, from my soul
+            Refuse you for my judge.              --Shak.
+      [1913 Webster]
+
+            That he might . . . abandon them from him. --Udall.
+
+            Whan that Aprille with his shoures soote. --Chaucer.
+
+            The C\u00e6sar of the north. --Anon.
+
+            His (the pope's) commands. --Macaulay.
+"""
+
+
+def test_gcide_quotations_are_indented_quotes_in_modern_ascii_english(tmp_path: Path) -> None:
+    path = tmp_path / "gcide.dict.dz"
+    with gzip.open(path, "wt", encoding="utf-8") as f:
+        f.write(GCIDE_ENTRIES)
+    corpus = load_recipe()
+    assert corpus.gcide_quotations(path) == ["It doth abhor me now I speak the word.",
+                                             "I utterly abhor, yea, from my soul Refuse you for my judge.",
+                                             "That he might abandon them from him."]
+
+
+def test_new_texts_leave_out_sentences_sharing_five_words_with_held_out_ones() -> None:
+    corpus = load_recipe()
+    args = argparse.Namespace(seed=1, dev_per_mille=0, test_per_mille=0)
+    held_out = corpus.word_ngrams("and it came to pass in those days")
+    sentences = ["And it came to pass, that he went.", "And it came to the city.", "A new sentence here."]
+    planned = corpus.plan_new_texts(args, "train_new", sentences, 2, taken=set(), held_out_ngrams=held_out)
+    assert sorted({utt.text for utt in planned}) == ["a new sentence here", "and it came to the city"]
+    assert [utt.voice for utt in planned] == ["espeak", "espeak", "piper", "piper"]
 
 
 def test_piper_audio_depends_only_on_the_plan() -> None:
