@@ -624,3 +624,31 @@ for name in tiny-en-rnnt tiny-en-multiblank; do
     $TRANSDEC average --exp-dir exp/cpu40/$name --last 5 --half --output exp/cpu40/$name-half.pt
     $PY recipes/average_models.py $name exp/cpu40/$name-half.pt --output exp/cpu40/$name-soup-half.pt
 done
+# 42. Thirty-third and thirty-fourth rounds (2026-11-26, the same machine), not bundled: Piper had read the first
+#     6,994 train_piper_extra sentences again (the rest would have taken the run's time); a mix of every reading,
+#     Piper x3 (train_cpu19.jsonl, 598,827 rows, 71% Piper), then step 41's RNN-T soup (seed 21, 11,589 steps)
+#     and the bundled multi-blank (seed 22, 11,977) on it, as in step 41. Held-out RNN-T 6.34% (espeak-ng
+#     5.62%, Piper 7.08%), multi-blank 7.23% (5.84%, 8.66%); each averaged with the file it started from, 5.92%
+#     (5.26%, 6.60%) and 6.51% (5.43%, 7.61%). The RNN-T soup is 16 words better than the bundled file, not
+#     significant (77 test utterances better, 69 worse).
+$PY recipes/synthetic_corpus.py audio --out $DATA --splits train_piper_extra --voices piper --index-range 0 6994 \
+    --audio-format wav
+$PY recipes/synthetic_corpus.py manifest --out $DATA --audio-format wav --splits train_piper_extra
+$PY recipes/mix_manifest.py $DATA/train_cpu19.jsonl --data $DATA \
+    --splits train train_wordnet train_wordnet_glosses train_piper_extra \
+    --piper-copies train=3 train_wordnet=3 train_wordnet_glosses=3 train_piper_extra=3 --seed 46000
+declare -A ROUND42_START=([tiny-en-rnnt]=exp/cpu40/tiny-en-rnnt-soup-half.pt
+                          [tiny-en-multiblank]=src/transdec/pretrained/tiny-en-multiblank.pt)
+for run in "tiny-en-rnnt 21" "tiny-en-multiblank 22"; do
+    read -r name seed <<< "$run"
+    # shellcheck disable=SC2046
+    $TRANSDEC train "${LOWER_PEAK[@]}" "${LONG_FORM[@]}" --train-manifest $DATA/train_cpu19.jsonl --layers 8 \
+        --attention-context 32 --peak-lr 2e-4 --budget 100 --bf16 --seed $seed $(bundled_head_options $name) \
+        --exp-dir exp/cpu41/$name --init-from "${ROUND42_START[$name]}" &
+done
+wait
+for name in tiny-en-rnnt tiny-en-multiblank; do
+    $TRANSDEC average --exp-dir exp/cpu41/$name --last 5 --half --output exp/cpu41/$name-half.pt
+    $PY recipes/average_models.py "${ROUND42_START[$name]}" exp/cpu41/$name-half.pt \
+        --output exp/cpu41/$name-soup-half.pt
+done
