@@ -612,18 +612,24 @@ wait
 #     started from, 5.97% (5.28%, 6.68%) and 6.66% (5.47%, 7.88%).
 $PY recipes/mix_manifest.py $DATA/train_cpu18.jsonl --data $DATA --splits train train_wordnet train_wordnet_glosses \
     --piper-copies train=3 train_wordnet=3 train_wordnet_glosses=3 --seed 88676
-for run in "tiny-en-rnnt 19" "tiny-en-multiblank 20"; do
-    read -r name seed <<< "$run"
-    # shellcheck disable=SC2046
-    $TRANSDEC train "${LOWER_PEAK[@]}" "${LONG_FORM[@]}" --train-manifest $DATA/train_cpu18.jsonl --layers 8 \
-        --attention-context 32 --peak-lr 2e-4 --budget 100 --bf16 --seed $seed $(bundled_head_options $name) \
-        --exp-dir exp/cpu40/$name --init-from src/transdec/pretrained/$name.pt &
-done
-wait
-for name in tiny-en-rnnt tiny-en-multiblank; do
-    $TRANSDEC average --exp-dir exp/cpu40/$name --last 5 --half --output exp/cpu40/$name-half.pt
-    $PY recipes/average_models.py $name exp/cpu40/$name-half.pt --output exp/cpu40/$name-soup-half.pt
-done
+bf16_round() {  # MIX EXP RNNT_START RNNT_SEED MB_START MB_SEED: both models from these files, 100 minutes on MIX
+                # with --bf16 side by side into exp/EXP, then each averaged (NAME-half.pt) and that averaged
+                # with its start file (NAME-soup-half.pt)
+    local -A start=([tiny-en-rnnt]=$3 [tiny-en-multiblank]=$5) seed=([tiny-en-rnnt]=$4 [tiny-en-multiblank]=$6)
+    for name in tiny-en-rnnt tiny-en-multiblank; do
+        # shellcheck disable=SC2046
+        $TRANSDEC train "${LOWER_PEAK[@]}" "${LONG_FORM[@]}" --train-manifest "$1" --layers 8 --attention-context 32 \
+            --peak-lr 2e-4 --budget 100 --bf16 --seed "${seed[$name]}" $(bundled_head_options $name) \
+            --exp-dir "exp/$2/$name" --init-from "${start[$name]}" &
+    done
+    wait
+    for name in tiny-en-rnnt tiny-en-multiblank; do
+        $TRANSDEC average --exp-dir "exp/$2/$name" --last 5 --half --output "exp/$2/$name-half.pt"
+        $PY recipes/average_models.py "${start[$name]}" "exp/$2/$name-half.pt" --output "exp/$2/$name-soup-half.pt"
+    done
+}
+bf16_round $DATA/train_cpu18.jsonl cpu40 src/transdec/pretrained/tiny-en-rnnt.pt 19 \
+    src/transdec/pretrained/tiny-en-multiblank.pt 20
 # 42. Thirty-third and thirty-fourth rounds (2026-11-26, the same machine), not bundled: Piper had read the first
 #     6,994 train_piper_extra sentences again (the rest would have taken the run's time); a mix of every reading,
 #     Piper x3 (train_cpu19.jsonl, 598,827 rows, 71% Piper), then step 41's RNN-T soup (seed 21, 11,589 steps)
@@ -637,18 +643,5 @@ $PY recipes/synthetic_corpus.py manifest --out $DATA --audio-format wav --splits
 $PY recipes/mix_manifest.py $DATA/train_cpu19.jsonl --data $DATA \
     --splits train train_wordnet train_wordnet_glosses train_piper_extra \
     --piper-copies train=3 train_wordnet=3 train_wordnet_glosses=3 train_piper_extra=3 --seed 46000
-declare -A ROUND42_START=([tiny-en-rnnt]=exp/cpu40/tiny-en-rnnt-soup-half.pt
-                          [tiny-en-multiblank]=src/transdec/pretrained/tiny-en-multiblank.pt)
-for run in "tiny-en-rnnt 21" "tiny-en-multiblank 22"; do
-    read -r name seed <<< "$run"
-    # shellcheck disable=SC2046
-    $TRANSDEC train "${LOWER_PEAK[@]}" "${LONG_FORM[@]}" --train-manifest $DATA/train_cpu19.jsonl --layers 8 \
-        --attention-context 32 --peak-lr 2e-4 --budget 100 --bf16 --seed $seed $(bundled_head_options $name) \
-        --exp-dir exp/cpu41/$name --init-from "${ROUND42_START[$name]}" &
-done
-wait
-for name in tiny-en-rnnt tiny-en-multiblank; do
-    $TRANSDEC average --exp-dir exp/cpu41/$name --last 5 --half --output exp/cpu41/$name-half.pt
-    $PY recipes/average_models.py "${ROUND42_START[$name]}" exp/cpu41/$name-half.pt \
-        --output exp/cpu41/$name-soup-half.pt
-done
+bf16_round $DATA/train_cpu19.jsonl cpu41 exp/cpu40/tiny-en-rnnt-soup-half.pt 21 \
+    src/transdec/pretrained/tiny-en-multiblank.pt 22
