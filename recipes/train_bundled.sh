@@ -636,7 +636,7 @@ bf16_round $DATA/train_cpu18.jsonl cpu40 src/transdec/pretrained/tiny-en-rnnt.pt
 #     and the bundled multi-blank (seed 22, 11,977) on it, as in step 41. Held-out RNN-T 6.34% (espeak-ng
 #     5.62%, Piper 7.08%), multi-blank 7.23% (5.84%, 8.66%); each averaged with the file it started from, 5.92%
 #     (5.26%, 6.60%) and 6.51% (5.43%, 7.61%). The RNN-T soup is 16 words better than the bundled file, not
-#     significant (77 test utterances better, 69 worse).
+#     significant (77 test utterances better, 69 worse: recipes/paired_wer.py).
 $PY recipes/synthetic_corpus.py audio --out $DATA --splits train_piper_extra --voices piper --index-range 0 6994 \
     --audio-format wav
 $PY recipes/synthetic_corpus.py manifest --out $DATA --audio-format wav --splits train_piper_extra

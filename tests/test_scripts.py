@@ -127,3 +127,25 @@ def test_average_models_averages_files_of_one_shape(corpus_and_model, tmp_path: 
     save_model(tdt, tmp_path / "tdt.pt")
     bad = run_script("recipes/average_models.py", model, tmp_path / "tdt.pt", "--output", tmp_path / "x.pt")
     assert bad.returncode != 0 and "is not shaped like" in bad.stderr
+
+
+def test_paired_wer_counts_utterances_each_model_gets_better(tmp_path: Path) -> None:
+    rows = [("the cat sat", "the cat sat", "the cat sat", "espeak"),  # a tie
+            ("a dog ran off", "a dog ran of", "a dog ran off", "espeak"),  # B better by one word
+            ("one two three", "one two three", "one too three", "piper"),  # B worse by one word
+            ("red green blue", "red green", "red green blu", "piper")]  # one error each
+    for name, column in (("a", 1), ("b", 2)):
+        (tmp_path / f"{name}.jsonl").write_text("".join(
+            json.dumps({"audio_filepath": f"{i}.wav", "text": row[0], "pred_text": row[column], "voice": row[3]})
+            + "\n" for i, row in enumerate(rows)))
+    result = run_script("recipes/paired_wer.py", tmp_path / "a.jsonl", tmp_path / "b.jsonl", "--resamples", "200")
+    assert result.returncode == 0, result.stderr[-3000:]
+    table = {line.split("|")[1].strip(): [cell.strip() for cell in line.split("|")[2:-1]]
+             for line in result.stdout.splitlines()[2:]}
+    assert table["all: 4"][:7] == ["13", "2", "2", "15.38%", "15.38%", "1", "1"]
+    assert table["all: 4"][7] == "1.000"
+    assert table["espeak: 2"][:7] == ["7", "1", "0", "14.29%", "0.00%", "1", "0"]
+
+    (tmp_path / "c.jsonl").write_text((tmp_path / "a.jsonl").read_text().replace("0.wav", "9.wav"))
+    bad = run_script("recipes/paired_wer.py", tmp_path / "a.jsonl", tmp_path / "c.jsonl")
+    assert bad.returncode != 0 and "not predictions for the same utterances" in bad.stderr
