@@ -19,14 +19,7 @@ import math
 import random
 from pathlib import Path
 
-import jiwer
-
-
-def word_errors(reference: str, hypothesis: str) -> int:
-    if not reference.split():
-        return len(hypothesis.split())
-    words = jiwer.process_words(reference, hypothesis)
-    return words.substitutions + words.deletions + words.insertions
+from transdec.metrics import word_errors
 
 
 def read_errors(path: Path) -> dict[str, tuple[str, int, int]]:
@@ -34,8 +27,9 @@ def read_errors(path: Path) -> dict[str, tuple[str, int, int]]:
     errors = {}
     for line in open(path, encoding="utf-8"):
         row = json.loads(line)
-        errors[row["audio_filepath"]] = (row.get("voice", "all"), len(row["text"].split()),
-                                         word_errors(row["text"], row["pred_text"]))
+        counts = word_errors([row["text"]], [row["pred_text"]])
+        errors[row["audio_filepath"]] = (row.get("voice", "all"), counts.reference_words,
+                                         counts.substitutions + counts.deletions + counts.insertions)
     return errors
 
 
