@@ -150,10 +150,17 @@ def fortune_sentences(fortune_dir: Path = Path("/usr/share/games/fortunes")) -> 
     return sentences
 
 
+def require_text_source(path: Path, package: str) -> Path:
+    if not path.exists():
+        raise SystemExit(f"{path} not found: install Debian's {package} (apt-get install {package})")
+    return path
+
+
 def wordnet_gloss_lines(wordnet_dir: Path = Path("/usr/share/wordnet")) -> Iterator[str]:
     """The gloss of every synset in WordNet's data files (what follows " | "), licence lines skipped."""
     for part_of_speech in ("noun", "verb", "adj", "adv"):
-        text = (wordnet_dir / f"data.{part_of_speech}").read_text(encoding="utf-8", errors="replace")
+        path = require_text_source(wordnet_dir / f"data.{part_of_speech}", "wordnet-base")
+        text = path.read_text(encoding="utf-8", errors="replace")
         for line in text.splitlines():
             if not line.startswith(" "):  # indented lines are the licence
                 yield line.partition(" | ")[2]
@@ -172,7 +179,8 @@ def wordnet_glosses(wordnet_dir: Path = Path("/usr/share/wordnet")) -> list[str]
 
 def gcide_quotations(path: Path = Path("/usr/share/dictd/gcide.dict.dz")) -> list[str]:
     """Sentences of the dictionary's block quotations (indented paragraphs ending in "--Author."), ASCII only."""
-    text = gzip.open(path, "rt", encoding="utf-8", errors="replace").read()  # dictd's .dz is gzip-compatible
+    with gzip.open(require_text_source(path, "dict-gcide"), "rt", encoding="utf-8", errors="replace") as f:
+        text = f.read()  # dictd's .dz is gzip-compatible
     sentences = []
     for paragraph in re.split(r"\n\s*\n|\n\s*\[[^\]\n]*\]\s*\n", text):
         lines = [line for line in paragraph.split("\n") if line.strip()]

@@ -9,7 +9,7 @@ DATA=data/synth
 source recipes/bundled_models.sh
 export OMP_WAIT_POLICY=PASSIVE  # idle OpenMP threads must not spin on a shared 2-core machine
 
-# 1. Corpus (needs `apt-get install espeak-ng bible-kjv fortunes wordnet-base` and `pip install -c
+# 1. Corpus (needs `apt-get install espeak-ng bible-kjv fortunes wordnet-base dict-gcide` and `pip install -c
 #    constraints.txt -e '.[recipes]'`): the plan of every utterance, then the audio. The first RNN-T pieces
 #    (step 2) had the 46,000 espeak-ng training utterances and 3,081 of the 6,000 Piper ones (synthesis, two
 #    processes, was stopped there to train; the first 3,081 by number taken here differ from that set in 3
@@ -645,3 +645,23 @@ $PY recipes/mix_manifest.py $DATA/train_cpu19.jsonl --data $DATA \
     --piper-copies train=3 train_wordnet=3 train_wordnet_glosses=3 train_piper_extra=3 --seed 46000
 bf16_round $DATA/train_cpu19.jsonl cpu41 exp/cpu40/tiny-en-rnnt-soup-half.pt 21 \
     src/transdec/pretrained/tiny-en-multiblank.pt 22
+# 43. Thirty-fifth and thirty-sixth rounds (2026-11-26, the same machine), not bundled: new texts, GCIDE's block
+#     quotations (train_gcide, 31,370 sentences; needs `apt-get install dict-gcide`), read by both voices; Piper had
+#     read 587 more train_piper_extra sentences. A mix of every reading, Piper x3 (train_cpu20.jsonl, 726,071 rows,
+#     72% Piper), then step 42's RNN-T soup (seed 23, 11,283 steps) and the bundled multi-blank (seed 24, 11,590)
+#     on it, as in step 41. Held-out RNN-T 6.18%, multi-blank 7.38% (significantly worse than the bundled file);
+#     each averaged with the file it started from, 5.91% and 6.60%: no significant gain (recipes/paired_wer.py).
+$PY recipes/synthetic_corpus.py text --out $DATA --train-piper-extra 46000 --train-wordnet 39786 \
+    --train-glosses 88676 --train-gcide 31370
+$PY recipes/synthetic_corpus.py audio --out $DATA --splits train_gcide --audio-format wav --jobs 2
+for range in "6994 7580" "7585 7586"; do  # the Piper readings that run had finished
+    # shellcheck disable=SC2086
+    $PY recipes/synthetic_corpus.py audio --out $DATA --splits train_piper_extra --voices piper --index-range $range \
+        --audio-format wav
+done
+$PY recipes/synthetic_corpus.py manifest --out $DATA --audio-format wav --splits train_piper_extra train_gcide
+$PY recipes/mix_manifest.py $DATA/train_cpu20.jsonl --data $DATA \
+    --splits train train_wordnet train_wordnet_glosses train_piper_extra train_gcide \
+    --piper-copies train=3 train_wordnet=3 train_wordnet_glosses=3 train_piper_extra=3 train_gcide=3 --seed 47000
+bf16_round $DATA/train_cpu20.jsonl cpu42 exp/cpu41/tiny-en-rnnt-soup-half.pt 23 \
+    src/transdec/pretrained/tiny-en-multiblank.pt 24

@@ -90,6 +90,14 @@ def test_gcide_quotations_are_indented_quotes_in_modern_ascii_english(tmp_path: 
                                              "That he might abandon them from him."]
 
 
+def test_missing_text_sources_name_the_debian_package(tmp_path: Path) -> None:
+    corpus = load_recipe()
+    with pytest.raises(SystemExit, match="install Debian's dict-gcide"):
+        corpus.gcide_quotations(tmp_path / "gcide.dict.dz")
+    with pytest.raises(SystemExit, match="data.noun not found: install Debian's wordnet-base"):
+        corpus.wordnet_sentences(tmp_path)
+
+
 def test_new_texts_leave_out_sentences_sharing_five_words_with_held_out_ones() -> None:
     corpus = load_recipe()
     args = argparse.Namespace(seed=1, dev_per_mille=0, test_per_mille=0)
