@@ -25,7 +25,7 @@ from transdec.metrics import word_errors
 def read_errors(path: Path) -> dict[str, tuple[str, int, int]]:
     """``audio_filepath -> (voice, reference words, word errors)`` from a ``predictions_*.jsonl``."""
     errors = {}
-    for line in open(path, encoding="utf-8"):
+    for line in path.read_text(encoding="utf-8").splitlines():
         row = json.loads(line)
         counts = word_errors([row["text"]], [row["pred_text"]])
         errors[row["audio_filepath"]] = (row.get("voice", "all"), counts.reference_words,

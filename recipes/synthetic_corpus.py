@@ -240,14 +240,16 @@ def plan_corpus(args: argparse.Namespace) -> dict[str, list[Utterance]]:
         rng = random.Random(f"{args.seed}-{EXTRA_SPLIT}")
         plans[EXTRA_SPLIT] = [plan_utterance(rng, EXTRA_SPLIT, i, "piper", norm, original)
                               for i, (norm, original) in enumerate(by_split["train"][: args.train_piper_extra])]
+    # WordNet is read once: later splits leave out the texts of the earlier ones.
+    examples = wordnet_sentences() if args.train_wordnet or args.train_glosses or args.train_gcide else []
+    glosses = wordnet_glosses() if args.train_glosses or args.train_gcide else []
     if args.train_wordnet:
-        plans[WORDNET_SPLIT] = plan_new_texts(args, WORDNET_SPLIT, wordnet_sentences(), args.train_wordnet, seen)
+        plans[WORDNET_SPLIT] = plan_new_texts(args, WORDNET_SPLIT, examples, args.train_wordnet, seen)
     if args.train_glosses:
-        examples = {normalize(sentence) for sentence in wordnet_sentences()}
-        plans[GLOSSES_SPLIT] = plan_new_texts(args, GLOSSES_SPLIT, wordnet_glosses(), args.train_glosses,
-                                              seen.keys() | examples)
+        plans[GLOSSES_SPLIT] = plan_new_texts(args, GLOSSES_SPLIT, glosses, args.train_glosses,
+                                              seen.keys() | {normalize(sentence) for sentence in examples})
     if args.train_gcide:
-        wordnet = {normalize(sentence) for sentence in wordnet_sentences() + wordnet_glosses()}
+        wordnet = {normalize(sentence) for sentence in examples + glosses}
         held_out = set().union(*(word_ngrams(norm) for norm, _ in by_split["dev"] + by_split["test"]))
         plans[GCIDE_SPLIT] = plan_new_texts(args, GCIDE_SPLIT, gcide_quotations(), args.train_gcide,
                                             seen.keys() | wordnet, held_out)
