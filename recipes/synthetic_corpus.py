@@ -132,7 +132,11 @@ def split_sentences(text: str) -> list[str]:
 
 
 def kjv_sentences() -> list[str]:
-    out = subprocess.run(["bible", "-f", "Ge1:1-Re22:21"], capture_output=True, text=True, check=True).stdout
+    try:
+        out = subprocess.run(["bible", "-f", "Ge1:1-Re22:21"], capture_output=True, text=True, check=True).stdout
+    except FileNotFoundError:
+        raise SystemExit("the `bible` command was not found: "
+                         "install Debian's bible-kjv (apt-get install bible-kjv)") from None
     verses = [line.split(" ", 1)[1] for line in out.splitlines() if " " in line]
     return [s for verse in verses for s in split_sentences(verse)]
 
@@ -140,9 +144,8 @@ def kjv_sentences() -> list[str]:
 def fortune_sentences(fortune_dir: Path = Path("/usr/share/games/fortunes")) -> list[str]:
     sentences = []
     for name in FORTUNE_FILES:
-        path = fortune_dir / name
-        if not path.exists():
-            continue
+        # Every file is required: a missing one would silently change the plan's sentences.
+        path = require_text_source(fortune_dir / name, "fortunes")
         for cookie in path.read_text(encoding="utf-8", errors="replace").split("\n%\n"):
             # Drop attribution lines ("-- Mark Twain") and dialogue prefixes.
             lines = [ln for ln in cookie.splitlines() if not ln.strip().startswith("--")]

@@ -90,8 +90,13 @@ def test_gcide_quotations_are_indented_quotes_in_modern_ascii_english(tmp_path: 
                                              "That he might abandon them from him."]
 
 
-def test_missing_text_sources_name_the_debian_package(tmp_path: Path) -> None:
+def test_missing_text_sources_name_the_debian_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     corpus = load_recipe()
+    with pytest.raises(SystemExit, match="computers not found: install Debian's fortunes"):
+        corpus.fortune_sentences(tmp_path)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(SystemExit, match="install Debian's bible-kjv"):
+        corpus.kjv_sentences()
     with pytest.raises(SystemExit, match="install Debian's dict-gcide"):
         corpus.gcide_quotations(tmp_path / "gcide.dict.dz")
     with pytest.raises(SystemExit, match="data.noun not found: install Debian's wordnet-base"):
