@@ -4,7 +4,7 @@
 # evaluate` with both greedy strategies, the WIND tables and jump histogram, the one-hour recording, WER on
 # one-minute recordings, and training steps and `transdec evaluate` under each memory allocator.
 # Outputs go to exp/measure/ (one text file per step; a step whose file exists is skipped, so delete the
-# file to measure again). Needs the held-out test set (recipes/train_bundled.sh, step 1).
+# file to measure again). Needs the held-out test sets (recipes/train_bundled.sh, step 1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
@@ -28,6 +28,8 @@ step() {  # step NAME COMMAND...: run COMMAND into $OUT/NAME.txt unless that fil
 
 step model_report $PY recipes/model_report.py --manifest $TEST --models "${BUNDLED_NAMES[@]}" \
     --histogram docs/emissions.png
+step model_report_fresh $PY recipes/model_report.py --manifest data/synth/test_fresh.jsonl \
+    --models "${BUNDLED_NAMES[@]}" --speed-utterances 0
 for name in "${BUNDLED_NAMES[@]}"; do
     step evaluate-$name $TRANSDEC evaluate $TEST --model $name --decoding greedy_label,greedy_frame \
         --output-dir $OUT/eval-$name

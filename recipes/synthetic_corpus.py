@@ -29,7 +29,9 @@ English (Chaucer, Gower, ...) or Spenser's spelling, and without any sentence th
 with a dev or test sentence, since many quotations are pieces of Bible verses. These splits list every espeak-ng
 reading before the Piper ones, so a partly synthesised split has all of the fast voice first; ``audio --voices
 piper --index-range 0 N`` synthesises only a part (here Piper's first N readings), so a fresh machine can make
-what a round needs.
+what a round needs. ``--test-fresh-per-voice N`` plans ``test_fresh``: the next 2N test sentences (the
+test hash leaves ~1,600, the test set reads 800), N per voice family, for a figure that no choice between
+models has seen.
 Every utterance then gets a random gain and, most of the time, white noise at 15-40 dB SNR, and is stored
 as 16-bit FLAC at 16 kHz. The plan (text, voice, every random setting) is fixed by the seed, so a rerun
 produces the same corpus (Piper's noise too: it is drawn from the plan's seed, see ``_graph_with_noise_inputs``).
@@ -72,6 +74,7 @@ EXTRA_SPLIT = "train_piper_extra"
 WORDNET_SPLIT = "train_wordnet"
 GLOSSES_SPLIT = "train_wordnet_glosses"
 GCIDE_SPLIT = "train_gcide"
+FRESH_TEST_SPLIT = "test_fresh"
 # Quoted authors whose spelling is not modern English (Middle English, Spenser's archaisms).
 GCIDE_OLD_SPELLING = ("Chaucer", "Gower", "Wyclif", "Piers Plowman", "Rom. of R", "Mandeville", "Lydgate",
                       "R. of Gl", "R. of Brunne", "Robert of Brunne", "Ormulum", "Layamon", "Ancren", "Old Play",
@@ -238,6 +241,17 @@ def plan_corpus(args: argparse.Namespace) -> dict[str, list[Utterance]]:
                              "distinct sentences are available")
         plans[split] = [plan_utterance(rng, split, i, "espeak" if i < n_espeak else "piper", norm, original)
                         for i, (norm, original) in enumerate(pool[: n_espeak + n_piper])]
+    if args.test_fresh_per_voice:
+        # The test texts after the test set's: held out like them, but never used to choose a model.
+        rng = random.Random(f"{args.seed}-{FRESH_TEST_SPLIT}")
+        first, count = 2 * args.test_per_voice, 2 * args.test_fresh_per_voice
+        pool = by_split["test"][first: first + count]
+        if len(pool) < count:
+            raise SystemExit(f"{FRESH_TEST_SPLIT}: asked for {count} utterances but only {len(pool)} distinct "
+                             "test sentences are left after the test set's")
+        plans[FRESH_TEST_SPLIT] = [
+            plan_utterance(rng, FRESH_TEST_SPLIT, i, "espeak" if i < args.test_fresh_per_voice else "piper", norm,
+                           original) for i, (norm, original) in enumerate(pool)]
     if args.train_piper_extra:
         # More of the minority voice without new texts: Piper reads sentences the training set has in espeak-ng.
         rng = random.Random(f"{args.seed}-{EXTRA_SPLIT}")
@@ -509,6 +523,9 @@ def main() -> None:
                              "both voice families")
     parser.add_argument("--dev-size", type=int, default=200)
     parser.add_argument("--test-per-voice", type=int, default=400)
+    parser.add_argument("--test-fresh-per-voice", type=int, default=0,
+                        help=f"plan a split '{FRESH_TEST_SPLIT}': this many more held-out test sentences per voice "
+                             "family, for a figure no model was chosen on")
     parser.add_argument("--dev-per-mille", type=int, default=10)
     parser.add_argument("--test-per-mille", type=int, default=30)
     parser.add_argument("--splits", nargs="+", default=["dev", "test", "train"])

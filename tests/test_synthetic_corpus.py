@@ -113,6 +113,29 @@ def test_new_texts_leave_out_sentences_sharing_five_words_with_held_out_ones() -
     assert [utt.voice for utt in planned] == ["espeak", "espeak", "piper", "piper"]
 
 
+def test_fresh_test_split_takes_the_test_sentences_after_the_test_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    corpus = load_recipe()
+    words = ["alpha", "bravo", "delta", "echo", "golf", "hotel", "india", "kilo", "lima", "mike"]
+    sentences = [f"The {a} and the {b} went {c}." for a in words for b in words for c in words]
+    monkeypatch.setattr(corpus, "kjv_sentences", lambda: sentences)
+    monkeypatch.setattr(corpus, "fortune_sentences", lambda: [])
+    args = argparse.Namespace(seed=1, dev_per_mille=100, test_per_mille=300, train_espeak=10, train_piper=10,
+                              dev_size=10, test_per_voice=20, test_fresh_per_voice=30, train_piper_extra=0,
+                              train_wordnet=0, train_glosses=0, train_gcide=0)
+    plans = corpus.plan_corpus(args)
+    args.test_fresh_per_voice = 0
+    assert {split: [vars(u) for u in plan] for split, plan in plans.items() if split != "test_fresh"} == {
+        split: [vars(u) for u in plan] for split, plan in corpus.plan_corpus(args).items()}
+    fresh, test = plans["test_fresh"], plans["test"]
+    assert [u.voice for u in fresh] == ["espeak"] * 30 + ["piper"] * 30
+    assert len({u.text for u in fresh}) == 60
+    assert not {u.text for u in fresh} & {u.text for split in ("test", "dev", "train") for u in plans[split]}
+    assert all(corpus.split_of(u.text, 100, 300) == "test" for u in fresh + test)
+    args.test_fresh_per_voice = 10**6
+    with pytest.raises(SystemExit, match="test_fresh: asked for"):
+        corpus.plan_corpus(args)
+
+
 def test_piper_audio_depends_only_on_the_plan() -> None:
     """The Piper voice's noise comes from the plan's seed, not from ONNX Runtime's per-session generator, so
     an utterance sounds the same whatever was synthesised before it in the same process (needs the recipes
