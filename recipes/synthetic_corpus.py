@@ -230,9 +230,13 @@ def plan_corpus(args: argparse.Namespace) -> dict[str, list[Utterance]]:
     for norm, original in sentences:
         by_split[split_of(norm, args.dev_per_mille, args.test_per_mille)].append((norm, original))
 
+    # The fresh test split reads the test texts after the test set's: held out like them, never used to choose.
+    by_split[FRESH_TEST_SPLIT] = by_split["test"][2 * args.test_per_voice:]
     plans: dict[str, list[Utterance]] = {}
     sizes = {"train": (args.train_espeak, args.train_piper), "dev": (args.dev_size // 2, args.dev_size // 2),
              "test": (args.test_per_voice, args.test_per_voice)}
+    if args.test_fresh_per_voice:
+        sizes[FRESH_TEST_SPLIT] = (args.test_fresh_per_voice, args.test_fresh_per_voice)
     for split, (n_espeak, n_piper) in sizes.items():
         rng = random.Random(f"{args.seed}-{split}")  # per split, so test settings do not depend on train size
         pool = by_split[split]
@@ -241,17 +245,6 @@ def plan_corpus(args: argparse.Namespace) -> dict[str, list[Utterance]]:
                              "distinct sentences are available")
         plans[split] = [plan_utterance(rng, split, i, "espeak" if i < n_espeak else "piper", norm, original)
                         for i, (norm, original) in enumerate(pool[: n_espeak + n_piper])]
-    if args.test_fresh_per_voice:
-        # The test texts after the test set's: held out like them, but never used to choose a model.
-        rng = random.Random(f"{args.seed}-{FRESH_TEST_SPLIT}")
-        first, count = 2 * args.test_per_voice, 2 * args.test_fresh_per_voice
-        pool = by_split["test"][first: first + count]
-        if len(pool) < count:
-            raise SystemExit(f"{FRESH_TEST_SPLIT}: asked for {count} utterances but only {len(pool)} distinct "
-                             "test sentences are left after the test set's")
-        plans[FRESH_TEST_SPLIT] = [
-            plan_utterance(rng, FRESH_TEST_SPLIT, i, "espeak" if i < args.test_fresh_per_voice else "piper", norm,
-                           original) for i, (norm, original) in enumerate(pool)]
     if args.train_piper_extra:
         # More of the minority voice without new texts: Piper reads sentences the training set has in espeak-ng.
         rng = random.Random(f"{args.seed}-{EXTRA_SPLIT}")
