@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The measurements behind docs/models.md and docs/benchmarks.md for the bundled models, one after another
-# (run it on an otherwise idle machine): the held-out results table and emission histogram, `transdec
-# evaluate` with both greedy strategies, the WIND tables and jump histogram, the one-hour recording, WER on
-# one-minute recordings, and training steps and `transdec evaluate` under each memory allocator.
+# (run it on an otherwise idle machine): the held-out results table and emission histogram, where the RNN-T's
+# errors are, `transdec evaluate` with both greedy strategies, the WIND tables and jump histogram, the one-hour
+# recording, WER on one-minute recordings, and training steps and `transdec evaluate` under each memory allocator.
 # Outputs go to exp/measure/ (one text file per step; a step whose file exists is skipped, so delete the
-# file to measure again). Needs the held-out test sets (recipes/train_bundled.sh, step 1).
+# file to measure again). Needs the held-out test sets and the plans (recipes/train_bundled.sh, step 1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
@@ -30,6 +30,10 @@ step model_report $PY recipes/model_report.py --manifest $TEST --models "${BUNDL
     --histogram docs/emissions.png
 step model_report_fresh $PY recipes/model_report.py --manifest data/synth/test_fresh.jsonl \
     --models "${BUNDLED_NAMES[@]}" --speed-utterances 0
+step evaluate_fresh-tiny-en-rnnt $TRANSDEC evaluate data/synth/test_fresh.jsonl --model tiny-en-rnnt \
+    --decoding greedy_label --normalizer none --output-dir $OUT/fresh-tiny-en-rnnt
+step error_profile $PY recipes/error_profile.py $OUT/fresh-tiny-en-rnnt/predictions_greedy_label.jsonl \
+    --train data/synth/plan_train{,_wordnet,_wordnet_glosses,_piper_extra}.jsonl --plan data/synth/plan_test_fresh.jsonl
 for name in "${BUNDLED_NAMES[@]}"; do
     step evaluate-$name $TRANSDEC evaluate $TEST --model $name --decoding greedy_label,greedy_frame \
         --output-dir $OUT/eval-$name

@@ -682,3 +682,15 @@ bf16_round $DATA/train_cpu21.jsonl cpu43 exp/cpu42/tiny-en-rnnt-soup-half.pt 25 
 #     averaged with its start file, 5.99% and 6.76%.
 PEAK_LR=5e-5 BUDGET_MIN=50 bf16_round $DATA/train_cpu21.jsonl cpu44 exp/cpu43/tiny-en-rnnt-half.pt 27 \
     src/transdec/pretrained/tiny-en-multiblank.pt 28
+# 46. Forty-first and forty-second rounds (2026-11-26, the same machine), not bundled: step 44's readings reweighted
+#     towards rare words (train_cpu22.jsonl, 1,718,026 rows, 81% Piper: each row listed once per word in it read
+#     fewer than 100 times in those splits, at most four times, and left out if it has none; words read 10-99 times
+#     are 19% of the words heard instead of 14%), then step 44 again on it: the same start files and seeds (25, 26;
+#     ~12,200 and ~12,600 steps). Held-out RNN-T 6.56% (significantly worse than the bundled file, and than step
+#     44's 5.97% on the plain mix), multi-blank 7.49%; each averaged with its start file, 6.06% and 6.76%.
+$PY recipes/mix_manifest.py $DATA/train_cpu22.jsonl --data $DATA \
+    --splits train train_wordnet train_wordnet_glosses train_piper_extra train_gcide \
+    --piper-copies train=5 train_wordnet=5 train_wordnet_glosses=5 train_piper_extra=5 train_gcide=5 --seed 47002 \
+    --rare-below 100
+bf16_round $DATA/train_cpu22.jsonl cpu45 exp/cpu42/tiny-en-rnnt-soup-half.pt 25 \
+    src/transdec/pretrained/tiny-en-multiblank.pt 26

@@ -109,6 +109,40 @@ def test_mix_manifest_balances_voices_reproducibly(tmp_path: Path) -> None:
     assert mix("two.jsonl", 7) == rows and mix("three.jsonl", 8) != rows
 
 
+
+def test_mix_manifest_lists_rows_once_per_rare_word(tmp_path: Path) -> None:
+    texts = ["the cat", "the cat", "the cat", "the dog", "a dog and an owl", "the the"]
+    voices = ["espeak", "espeak", "espeak", "piper", "espeak", "espeak"]
+    (tmp_path / "a.jsonl").write_text("".join(
+        json.dumps({"audio_filepath": f"a{i}.wav", "duration": 1.0, "text": text, "voice": voice}) + "\n"
+        for i, (text, voice) in enumerate(zip(texts, voices))))
+    result = run_script("recipes/mix_manifest.py", tmp_path / "mix.jsonl", "--data", tmp_path, "--splits", "a",
+                        "--piper-copies", "a=2", "--rare-below", "3", "--rare-max-copies", "3")
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = [json.loads(line)["audio_filepath"].removesuffix(".wav") for line in open(tmp_path / "mix.jsonl")]
+    # read < 3 times: dog (2), a, and, an, owl (1); "cat" (3) and "the" (6) are not rare
+    assert rows == ["a3"] * 2 + ["a4"] * 3  # Piper x2 times one rare word; four rare words, at most 3 copies
+
+
+def test_error_profile_counts_wrong_words_by_training_count(tmp_path: Path) -> None:
+    (tmp_path / "train.jsonl").write_text("".join(json.dumps({"text": text}) + "\n" for text in ["the cat"] * 12))
+    predictions = [("test-espeak-000000", "espeak", "the cat sat", "the cat set"),
+                   ("test-piper-000001", "piper", "the cat", "the cap cat")]
+    (tmp_path / "pred.jsonl").write_text("".join(
+        json.dumps({"audio_filepath": f"audio/{uid}.flac", "voice": voice, "text": ref, "pred_text": hyp}) + "\n"
+        for uid, voice, ref, hyp in predictions))
+    (tmp_path / "plan.jsonl").write_text("".join(
+        json.dumps({"id": uid, "espeak_voice": "en-gb+m3" if voice == "espeak" else ""}) + "\n"
+        for uid, voice, _, _ in predictions))
+    result = run_script("recipes/error_profile.py", tmp_path / "pred.jsonl", "--train", tmp_path / "train.jsonl",
+                        "--plan", tmp_path / "plan.jsonl")
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = result.stdout.splitlines()
+    assert "espeak: 1 errors in 3 words, WER 33.33%; 0 insertions" in lines
+    assert "piper: 1 errors in 2 words, WER 50.00%; 1 insertions" in lines
+    assert any(line.startswith("| read in training 0 | 1 | 33.3% | 1 | 100.0%") for line in lines)  # "sat"
+    assert any(line.startswith("| en-gb | 3 | 100.0% | 1 |") for line in lines)
+
 def test_average_models_averages_files_of_one_shape(corpus_and_model, tmp_path: Path) -> None:
     _, model = corpus_and_model
     original = load_model(model)
