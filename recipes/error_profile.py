@@ -5,8 +5,8 @@
 
 The predictions are ``transdec evaluate``'s rows (``text``, ``pred_text``, ``voice``, ``audio_filepath``). A
 reference word counts as wrong when the word alignment substitutes or deletes it; insertions are counted per
-voice. Word counts come from the ``--train`` manifests' transcripts, each row once. With ``--plan`` (the
-corpus plan of the evaluated split), errors are also broken down by espeak-ng accent.
+voice. Word counts come from the ``text`` of every row of the ``--train`` files (manifests or corpus plans).
+With ``--plan`` (the corpus plan of the evaluated split), errors are also broken down by espeak-ng accent.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def wrong_words(reference: str, hypothesis: str) -> tuple[list[bool], int]:
     """Per reference word whether the alignment substitutes or deletes it, and the number of inserted words."""
     wrong = [False] * len(reference.split())
     inserted = 0
-    alignment = jiwer.process_words(reference, hypothesis or "<empty>").alignments[0]
+    alignment = jiwer.process_words(reference, hypothesis).alignments[0]
     for chunk in alignment:
         if chunk.type in ("substitute", "delete"):
             for index in range(chunk.ref_start_idx, chunk.ref_end_idx):
@@ -44,7 +44,7 @@ def wrong_words(reference: str, hypothesis: str) -> tuple[list[bool], int]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("predictions", type=Path)
-    parser.add_argument("--train", type=Path, nargs="+", required=True, help="training manifests")
+    parser.add_argument("--train", type=Path, nargs="+", required=True, help="training manifests or plans")
     parser.add_argument("--plan", type=Path, help="the corpus plan of the evaluated split (for accents)")
     args = parser.parse_args()
 

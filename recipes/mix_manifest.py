@@ -68,7 +68,8 @@ def main() -> None:
     with open(args.output, "w") as out:
         for name in args.splits:
             for line in open(args.data / f"{name}.jsonl"):
-                voice = json.loads(line)["voice"]
+                row = json.loads(line)
+                voice = row["voice"]
                 if voice == "piper":
                     copies = piper_copies.get(name, 1)
                 elif name in args.espeak_whole:
@@ -76,7 +77,7 @@ def main() -> None:
                 else:
                     copies = 1 if rng.random() < args.espeak_share else 0
                 if args.rare_below and copies:
-                    rare = sum(word_counts[word] < args.rare_below for word in json.loads(line)["text"].split())
+                    rare = sum(word_counts[word] < args.rare_below for word in row["text"].split())
                     copies *= min(rare, args.rare_max_copies)
                 out.write(line * copies)
                 lines_per_voice[voice] += copies

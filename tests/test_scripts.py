@@ -109,7 +109,6 @@ def test_mix_manifest_balances_voices_reproducibly(tmp_path: Path) -> None:
     assert mix("two.jsonl", 7) == rows and mix("three.jsonl", 8) != rows
 
 
-
 def test_mix_manifest_lists_rows_once_per_rare_word(tmp_path: Path) -> None:
     texts = ["the cat", "the cat", "the cat", "the dog", "a dog and an owl", "the the"]
     voices = ["espeak", "espeak", "espeak", "piper", "espeak", "espeak"]
@@ -142,6 +141,7 @@ def test_error_profile_counts_wrong_words_by_training_count(tmp_path: Path) -> N
     assert "piper: 1 errors in 2 words, WER 50.00%; 1 insertions" in lines
     assert any(line.startswith("| read in training 0 | 1 | 33.3% | 1 | 100.0%") for line in lines)  # "sat"
     assert any(line.startswith("| en-gb | 3 | 100.0% | 1 |") for line in lines)
+
 
 def test_average_models_averages_files_of_one_shape(corpus_and_model, tmp_path: Path) -> None:
     _, model = corpus_and_model
