@@ -52,6 +52,15 @@ def test_script_runs_on_a_tiny_model(corpus_and_model: tuple[Path, Path], name: 
     assert "|" in result.stdout  # a table was printed
 
 
+def test_encoder_lengths_bench_runs_on_a_cpu(corpus_and_model) -> None:
+    _, model = corpus_and_model
+    result = run_script("bench/encoder_lengths.py", "--model", model, "--device", "cpu", "--batch", "2",
+                        "--seconds", "3.2", "--repeats", "1", "--warmup", "1")
+    assert result.returncode == 0, result.stderr[-3000:]
+    for policy in ("none", "pad", "no_cudnn", "pad_no_cudnn"):
+        assert result.stdout.count(f"| {policy} |") == 2  # a row in both tables
+
+
 def test_set_attention_context_changes_only_the_attention_context(corpus_and_model, tmp_path: Path) -> None:
     _, model = corpus_and_model
     output = tmp_path / "local.pt"

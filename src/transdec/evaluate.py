@@ -150,7 +150,9 @@ def evaluate_manifest(model: TransducerModel, manifest: str | Path, strategies: 
         summary = [{**asdict(r), "rtfx": r.rtfx, "decoder_rtfx": r.decoder_rtfx} for r in reports]
         _write_atomically(Path(output_dir) / "summary.json", json.dumps(
             {"manifest": str(manifest), "normalizer": normalizer_name, "batch_size": batch_size,
-             "warmup_batches": warmup_batches, "failed_items": failed, "strategies": summary}, indent=2))
+             "warmup_batches": warmup_batches, "failed_items": failed,
+             "length_policy": model.default_length_policy(next(model.parameters()).device),
+             "strategies": summary}, indent=2))
     return reports, failed
 
 

@@ -78,6 +78,10 @@ class ConformerEncoder(nn.Module):
     def output_dim(self) -> int:
         return self.config.model_dim
 
+    def output_frames(self, frames: int) -> int:
+        """Encoder frames of ``frames`` feature frames: ``ceil(frames / subsampling_factor)``."""
+        return -(-frames // self.config.subsampling_factor)
+
     @property
     def receptive_field(self) -> int | None:
         """Encoder frames on each side that an output frame depends on, or ``None`` (unbounded).

@@ -7,11 +7,15 @@ self-describing (see :mod:`transdec.model.checkpoint`).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
+import math
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Iterator, Literal
 
+import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from transdec.model.conformer import ConformerConfig, ConformerEncoder
@@ -20,6 +24,26 @@ from transdec.model.joint import JointNetwork
 from transdec.model.predictors import LSTMPredictor, StatelessPredictor
 from transdec.model.protocol import HeadSpec
 from transdec.model.tokenizer import Tokenizer
+
+
+#: How :meth:`TransducerModel.encode` treats input lengths on a GPU. cuDNN builds an execution plan for every
+#: convolution input shape it has not seen before: on an H100 the bundled encoder took 344 ms for a batch of
+#: 16 x 10 s at a new length and 13 ms at a length it had seen, which made ``transdec evaluate --device cuda``
+#: slower than a CPU (``bench/encoder_lengths.py``).
+#:
+#: - ``"pad"``: pad each batch to a whole number of ``pad_seconds``, so that lengths fall into a few buckets
+#:   and cuDNN builds the plans of each bucket once (13.1 ms a batch). The padding is masked, so the encoder
+#:   output of the real frames and the output lengths are what they are without it.
+#: - ``"no_cudnn"``: run the encoder without cuDNN; PyTorch's own convolution kernels need no plan (13.9 ms a
+#:   batch at new lengths).
+#: - ``"pad_no_cudnn"``: both. ``"none"``: neither, as before.
+LengthPolicy = Literal["pad", "no_cudnn", "pad_no_cudnn", "none"]
+LENGTH_POLICIES: tuple[str, ...] = ("pad", "no_cudnn", "pad_no_cudnn", "none")
+#: The GPU default, the fastest measured at new lengths (``bench/encoder_lengths.py`` on an H100, B=16 x 10 s:
+#: 13.1 ms against 13.6 ms at a repeated length without a policy, 17.1 ms for "no_cudnn" and 18.5 ms for "pad";
+#: docs/benchmarks.md). "pad" alone still pays for cuDNN's plans once per bucket, and a test set sorted by length
+#: meets a new bucket at almost every batch.
+DEFAULT_CUDA_LENGTH_POLICY: LengthPolicy = "pad_no_cudnn"
 
 
 @dataclass
@@ -105,6 +129,11 @@ class TransducerModel(nn.Module):
             raise ValueError(f"unknown predictor kind {p.kind!r}; choose 'lstm' or 'stateless'")
         self.joint = JointNetwork(config.encoder.model_dim, p.hidden_size, config.joint_dim, config.head)
         self.ctc = nn.Linear(config.encoder.model_dim, vocab) if config.ctc_head else None
+        # Run-time settings, not part of the model (checkpoints do not carry them): how encode() treats input
+        # lengths (see LengthPolicy; None: the device's default, see default_length_policy), and the length
+        # buckets of the "pad" policies, in seconds.
+        self.length_policy: LengthPolicy | None = None
+        self.pad_seconds: float = 1.0
 
     @property
     def sample_rate(self) -> int:
@@ -118,17 +147,76 @@ class TransducerModel(nn.Module):
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
 
-    def encode(self, waveforms: Tensor, lengths: Tensor | None = None) -> tuple[Tensor, Tensor]:
-        """``waveforms [B, N]`` at :attr:`sample_rate`, ``lengths [B]`` samples -> ``(encoder_out [B, T, D], [B])``."""
-        features, frame_counts = self.features(waveforms, lengths)
-        return self.encode_features(features, frame_counts)
+    def encode(self, waveforms: Tensor, lengths: Tensor | None = None,
+               length_policy: LengthPolicy | None = None) -> tuple[Tensor, Tensor]:
+        """``waveforms [B, N]`` at :attr:`sample_rate`, ``lengths [B]`` samples -> ``(encoder_out [B, T, D], [B])``.
 
-    def encode_features(self, features: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
-        """``features [B, T, F]``, ``lengths [B]`` -> ``(encoder_out [B, T', D], lengths [B])``."""
-        return self.encoder(features, lengths)
+        ``length_policy`` (see :data:`LengthPolicy`) defaults to the model's :attr:`length_policy`, and where
+        that is ``None`` to :meth:`default_length_policy` of the input's device. In training mode it defaults
+        to ``"none"``: training pads its batches itself (``TrainConfig.pad_to_seconds``) and keeps cuDNN's
+        fast backward kernels. The output is the same under every policy, up to float rounding.
+        """
+        policy = self._length_policy(waveforms, length_policy)
+        frames = self.features.num_frames(waveforms.shape[1])
+        if policy in ("pad", "pad_no_cudnn") and frames > 0:
+            # Pad the samples to exactly the bucket's frames, so that the features' FFTs see repeated shapes
+            # too. The features of the real frames do not read past their samples.
+            if lengths is None:
+                lengths = torch.full((waveforms.shape[0],), waveforms.shape[1], device=waveforms.device)
+            shift, window = self.config.features.frame_shift, self.config.features.window_length
+            samples = (self._padded_frames(frames) - 1) * shift + window
+            waveforms = F.pad(waveforms, (0, max(0, samples - waveforms.shape[1])))
+        features, frame_counts = self.features(waveforms, lengths)
+        # A view of the real frames: encode_features pads them to the same bucket again.
+        return self.encode_features(features[:, :frames], frame_counts, policy)
+
+    def encode_features(self, features: Tensor, lengths: Tensor,
+                        length_policy: LengthPolicy | None = None) -> tuple[Tensor, Tensor]:
+        """``features [B, T, F]``, ``lengths [B]`` -> ``(encoder_out [B, T', D], lengths [B])``; ``length_policy``
+        as in :meth:`encode`."""
+        policy = self._length_policy(features, length_policy)
+        frames = features.shape[1]
+        if policy in ("pad", "pad_no_cudnn"):
+            # Zero frames past every length: the encoder masks them (convolutions, attention keys), so the real
+            # frames' outputs do not change; the padded frames' outputs are cut off below.
+            features = F.pad(features, (0, 0, 0, self._padded_frames(frames) - frames))
+        with _cudnn_disabled() if policy in ("no_cudnn", "pad_no_cudnn") else contextlib.nullcontext():
+            encoded, lengths = self.encoder(features, lengths)
+        return encoded[:, : self.encoder.output_frames(frames)], lengths
+
+    def default_length_policy(self, device: torch.device | str) -> LengthPolicy:
+        """The policy :meth:`encode` follows on ``device`` in eval mode when none is passed: :attr:`length_policy`
+        if set, else :data:`DEFAULT_CUDA_LENGTH_POLICY` on a GPU and ``"none"`` on a CPU, where a new shape
+        costs nothing and padding would only add work."""
+        if self.length_policy is not None:
+            return self.length_policy
+        return DEFAULT_CUDA_LENGTH_POLICY if torch.device(device).type == "cuda" else "none"
+
+    def _length_policy(self, inputs: Tensor, policy: LengthPolicy | None) -> LengthPolicy:
+        if policy is None:
+            policy = "none" if self.training else self.default_length_policy(inputs.device)
+        if policy not in LENGTH_POLICIES:
+            raise ValueError(f"unknown length policy {policy!r}; choose from {list(LENGTH_POLICIES)}")
+        return policy
+
+    def _padded_frames(self, frames: int) -> int:
+        """``frames`` rounded up to a whole number of ``pad_seconds`` of feature frames."""
+        bucket = max(1, round(self.pad_seconds * 1000.0 / self.config.features.frame_shift_ms))
+        return math.ceil(frames / bucket) * bucket
 
     def transcribe(self, inputs, decoding=None, batch_size: int = 16, **options):
         """Audio files or 1-D sample arrays -> one :class:`~transdec.transcribe.Transcript` each (see there)."""
         from transdec.transcribe import transcribe  # transcribe needs this module; import it late
 
         return transcribe(self, inputs, decoding, batch_size, **options)
+
+
+@contextlib.contextmanager
+def _cudnn_disabled() -> Iterator[None]:
+    """cuDNN off inside (PyTorch's own kernels run instead), as it was afterwards. The switch is process-wide."""
+    enabled = torch.backends.cudnn.enabled
+    torch.backends.cudnn.enabled = False
+    try:
+        yield
+    finally:
+        torch.backends.cudnn.enabled = enabled
