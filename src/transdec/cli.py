@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 
+from transdec.decoding.greedy_label_looping import GRAPH_MODES
 from transdec.model.conformer import ConformerConfig
 from transdec.model.protocol import HeadSpec
-from transdec.model.transducer_model import ModelConfig, PredictorConfig
+from transdec.model.transducer_model import LENGTH_POLICIES, ModelConfig, PredictorConfig
 from transdec.runtime import configure_malloc
 from transdec.training.specaugment import SpecAugmentConfig
 
@@ -98,6 +99,13 @@ def _add_average_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--half", action="store_true", help="store weights as float16 (half the size)")
 
 
+def _add_length_policy_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--length-policy", choices=LENGTH_POLICIES, default=None,
+                   help="how the encoder treats input lengths it has not seen (cuDNN plans each new shape): pad to "
+                        "whole seconds, run without cuDNN, both, or none (default: no_cudnn on a GPU, none on a "
+                        "CPU; see transdec.model.transducer_model.LengthPolicy)")
+
+
 def _add_transcribe_parser(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "transcribe", help="transcribe audio files, folders and NeMo manifests",
@@ -108,8 +116,11 @@ def _add_transcribe_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--model", default="tiny-en-rnnt", help="bundled model name or model file (default: %(default)s)")
     p.add_argument("--decoding", default="greedy_label", help="decoding strategy (default: %(default)s)")
     p.add_argument("--max-symbols-per-frame", type=int, default=10)
+    p.add_argument("--cuda-graphs", choices=GRAPH_MODES, default="auto",
+                   help="CUDA graph mode of greedy_label on a GPU (default: %(default)s, the fastest that works)")
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--device", default="cpu")
+    _add_length_policy_argument(p)
     p.add_argument("--format", choices=["text", "jsonl", "manifest"], default="text",
                    help="text: one transcript per line; jsonl: text, words with times and confidences; "
                         "manifest: the input entries with pred_text added")
@@ -129,11 +140,14 @@ def _add_evaluate_parser(subparsers: argparse._SubParsersAction) -> None:
                    help="comma-separated strategies; each batch is encoded once and decoded by every strategy in "
                         "turn (default: %(default)s)")
     p.add_argument("--max-symbols-per-frame", type=int, default=10)
+    p.add_argument("--cuda-graphs", choices=GRAPH_MODES, default="auto",
+                   help="CUDA graph mode of greedy_label on a GPU (default: %(default)s, the fastest that works)")
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--warmup", type=int, default=1, metavar="BATCHES", help="untimed batches before timing")
     p.add_argument("--normalizer", choices=["whisper", "none"], default="whisper",
                    help="whisper: Whisper's English normaliser (whisper-normalizer); none: whitespace only")
     p.add_argument("--device", default="cpu")
+    _add_length_policy_argument(p)
     p.add_argument("--output-dir", default=None, help="write predictions_<strategy>.jsonl and summary.json here")
     p.add_argument("--allow-upsampling", action="store_true", help="accept audio below the model's sample rate")
 
@@ -191,8 +205,10 @@ def _transcribe(args: argparse.Namespace) -> int:
     from transdec.transcribe_files import transcribe_files
 
     try:
-        decoding = DecodingConfig(strategy=args.decoding, max_symbols_per_frame=args.max_symbols_per_frame)
+        decoding = DecodingConfig(strategy=args.decoding, max_symbols_per_frame=args.max_symbols_per_frame,
+                                  cuda_graphs=args.cuda_graphs)
         model = load_model(args.model, device=args.device)
+        model.length_policy = args.length_policy
     except (FileNotFoundError, ValueError) as error:  # a bad model file or option: one line, not a traceback
         print(f"transdec transcribe: error: {error}", file=sys.stderr)
         return 2
@@ -206,15 +222,18 @@ def _evaluate(args: argparse.Namespace) -> int:
     from transdec.model.checkpoint import load_model
 
     try:
-        strategies = [DecodingConfig(strategy=name.strip(), max_symbols_per_frame=args.max_symbols_per_frame)
+        strategies = [DecodingConfig(strategy=name.strip(), max_symbols_per_frame=args.max_symbols_per_frame,
+                                     cuda_graphs=args.cuda_graphs)
                       for name in args.decoding.split(",")]
         model = load_model(args.model, device=args.device)
+        model.length_policy = args.length_policy
     except (FileNotFoundError, ValueError) as error:
         print(f"transdec evaluate: error: {error}", file=sys.stderr)
         return 2
     reports, failed = evaluate_manifest(model, args.manifest, strategies, args.batch_size, args.warmup,
                                         args.normalizer, args.output_dir, args.allow_upsampling)
-    print(f"model {args.model}, normaliser {args.normalizer}, batch size {args.batch_size}, device {args.device}")
+    print(f"model {args.model}, normaliser {args.normalizer}, batch size {args.batch_size}, device {args.device}, "
+          f"length policy {model.default_length_policy(args.device)}")
     print(format_table(reports))
     if failed:
         print(f"{failed} item(s) could not be evaluated", file=sys.stderr)

@@ -8,7 +8,7 @@ from typing import Callable
 import torch
 
 from transdec.decoding.greedy_frame_looping import greedy_frame_looping
-from transdec.decoding.greedy_label_looping import greedy_label_looping
+from transdec.decoding.greedy_label_looping import GRAPH_MODES, greedy_label_looping
 from transdec.decoding.greedy_reference import greedy_reference
 from transdec.decoding.greedy_wind import greedy_wind
 from transdec.decoding.inputs import check_max_symbols, check_window_size
@@ -42,12 +42,20 @@ class DecodingConfig:
             (see :mod:`transdec.runtime`). Ignored on other devices.
         window_size: WIND window for ``greedy_label`` and ``greedy_wind``: frames scored per joint call
             while looking for the next label (1 = frame by frame). Never changes the output.
+        cuda_graphs: for ``greedy_label`` on CUDA: ``"auto"`` (the fastest mode that works here),
+            ``"while_loops"`` (one graph per decode, loops on the device), ``"step_graphs"`` (a graph per
+            loop step) or ``"off"``; see :mod:`transdec.decoding.label_looping_graphs`. Never changes
+            the output.
+        compute_dtype: for ``greedy_label``: run the predictor and joint in this dtype (e.g.
+            ``torch.bfloat16``); scores stay in the encoder output's. None: the encoder output's dtype.
     """
 
     strategy: str = "greedy_label"
     max_symbols_per_frame: int | None = 10
     cpu_threads: int | None = None
     window_size: int = 1
+    cuda_graphs: str = "auto"
+    compute_dtype: torch.dtype | None = None
 
     def __post_init__(self) -> None:
         if self.strategy not in STRATEGIES:
@@ -56,6 +64,8 @@ class DecodingConfig:
         check_window_size(self.window_size)
         if self.window_size != 1 and self.strategy not in WINDOWED:
             raise ValueError(f"window_size applies to {sorted(WINDOWED)}, not to {self.strategy!r}")
+        if self.cuda_graphs not in GRAPH_MODES:
+            raise ValueError(f"cuda_graphs must be one of {GRAPH_MODES}, got {self.cuda_graphs!r}")
         if self.cpu_threads is not None and self.cpu_threads < 1:
             raise ValueError(f"cpu_threads must be at least 1 or None, got {self.cpu_threads}")
 
@@ -82,4 +92,6 @@ def decode(
     decoder = STRATEGIES[config.strategy]
     with decoding_threads(encoder_out.device, config.cpu_threads):
         options = {"window_size": config.window_size} if config.strategy in WINDOWED else {}
+        if config.strategy == "greedy_label":
+            options.update(cuda_graphs=config.cuda_graphs, compute_dtype=config.compute_dtype)
         return decoder(model, encoder_out, lengths, max_symbols_per_frame=config.max_symbols_per_frame, **options)

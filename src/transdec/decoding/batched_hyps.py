@@ -8,7 +8,9 @@ from transdec.decoding.results import Hypothesis
 
 
 class BatchedHyps:
-    """Tokens of ``B`` hypotheses in ``[B, L]`` tensors whose capacity ``L`` doubles when full.
+    """Tokens of ``B`` hypotheses in ``[B, L]`` tensors whose capacity ``L`` doubles when full (or, with
+    ``fixed_capacity``, never changes, so that CUDA graphs can write into them; the caller then guarantees
+    that no row outgrows ``L - 1``).
 
     Attributes:
         lengths: ``[B]`` number of tokens in each hypothesis.
@@ -17,8 +19,16 @@ class BatchedHyps:
         scores: ``[B]`` float, the path log-probability (see :class:`~transdec.decoding.results.Hypothesis`).
     """
 
-    def __init__(self, batch_size: int, capacity: int, device: torch.device, float_dtype: torch.dtype) -> None:
+    def __init__(
+        self,
+        batch_size: int,
+        capacity: int,
+        device: torch.device,
+        float_dtype: torch.dtype,
+        fixed_capacity: bool = False,
+    ) -> None:
         capacity = max(capacity, 1)
+        self.fixed_capacity = fixed_capacity
         self.lengths = torch.zeros(batch_size, dtype=torch.long, device=device)
         self.tokens = torch.zeros(batch_size, capacity, dtype=torch.long, device=device)
         self.timestamps = torch.zeros_like(self.tokens)
@@ -52,7 +62,7 @@ class BatchedHyps:
         be one frame for all; ``durations`` None means 0). Rows where ``mask`` is False are written past
         their length, which leaves them unchanged.
         """
-        if self._length_bound >= self.capacity:
+        if self._length_bound >= self.capacity and not self.fixed_capacity:
             self._grow()
         index = (self._rows, self.lengths)
         self.tokens[index] = tokens
@@ -66,6 +76,23 @@ class BatchedHyps:
     def add_scores(self, mask: torch.Tensor, logprobs: torch.Tensor) -> None:
         """Add ``logprobs [B]`` to the scores where ``mask [B]`` is True."""
         self.scores += torch.where(mask, logprobs, 0.0)
+
+    def reset(self) -> None:
+        """Empty every hypothesis, in place."""
+        self.lengths.zero_()
+        self.scores.zero_()
+        self._length_bound = 0
+
+    def trimmed_copy(self) -> BatchedHyps:
+        """A copy with the capacity cut to the longest hypothesis (one host sync), sharing no storage."""
+        longest = int(self.lengths.max()) if self.batch_size else 0
+        copy = BatchedHyps(self.batch_size, longest, self.tokens.device, self.scores.dtype)
+        for name in ("tokens", "timestamps", "durations", "token_logprobs"):
+            getattr(copy, name)[:, :longest] = getattr(self, name)[:, :longest]
+        copy.lengths.copy_(self.lengths)
+        copy.scores.copy_(self.scores)
+        copy._length_bound = longest
+        return copy
 
     def _grow(self) -> None:
         def doubled(buffer: torch.Tensor) -> torch.Tensor:

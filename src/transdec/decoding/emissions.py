@@ -35,22 +35,28 @@ class Emissions:
     logprobs: torch.Tensor
 
 
+def lookup_tables(head: HeadSpec, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(advance [num_labels], durations [K])``: frames each label output moves time by (1 for the blank,
+    a big blank's duration, 0 for a token; unused for TDT), and the value of each TDT duration output."""
+    advance = torch.zeros(head.num_labels, dtype=torch.long, device=device)
+    advance[head.blank_id] = 1
+    for i, duration in enumerate(head.big_blank_durations):
+        advance[head.big_blank_id(i)] = duration
+    durations = torch.tensor(head.durations or (0,), dtype=torch.long, device=device)
+    return advance, durations
+
+
 class GreedyHead:
     """Reads argmax emissions from joint logits ``[B, C]`` for one head; holds the lookup tables on the device."""
 
     def __init__(self, head: HeadSpec, device: torch.device) -> None:
         self.head = head
-        if head.kind == "tdt":
-            self._duration_values = torch.tensor(head.durations, dtype=torch.long, device=device)
-        else:
-            advance = torch.zeros(head.num_labels, dtype=torch.long, device=device)
-            advance[head.blank_id] = 1
-            for i, duration in enumerate(head.big_blank_durations):
-                advance[head.big_blank_id(i)] = duration
-            self._advance_by_label = advance
+        self._advance_by_label, self._duration_values = lookup_tables(head, device)
 
     def __call__(self, logits: torch.Tensor) -> Emissions:
         head = self.head
+        if logits.dtype in (torch.float16, torch.bfloat16):  # a joint in lower precision: normalise in float32
+            logits = logits.float()
         if head.kind != "tdt":
             label_logprobs, labels = logits.log_softmax(dim=-1).max(dim=-1)
             return Emissions(

@@ -36,7 +36,6 @@ import torch
 
 from transdec.decoding.batched_hyps import BatchedHyps
 from transdec.decoding.emissions import Emissions, GreedyHead
-from transdec.decoding.results import DecodingStats
 from transdec.model.protocol import Joint
 
 
@@ -46,16 +45,15 @@ def max_advance(read: GreedyHead) -> int:
 
 
 class WindowSkipper:
-    """Label-looping's inner loop with a window: finds each searching row's next label ``w`` frames at a time."""
+    """Label-looping's inner-loop pass with a window: looks for each searching row's next label in ``w`` frames."""
 
     def __init__(self, read: GreedyHead, joint: Joint, encoder_proj: torch.Tensor, lengths: torch.Tensor,
-                 hyps: BatchedHyps, stats: DecodingStats, window: int) -> None:
+                 hyps: BatchedHyps, window: int) -> None:
         self.read = read
         self.joint = joint
         self.encoder_proj = encoder_proj
         self.lengths = lengths
         self.hyps = hyps
-        self.stats = stats
         self.window = window
         device = encoder_proj.device
         self.rows = torch.arange(encoder_proj.shape[0], device=device).unsqueeze(1)  # [B, 1]
@@ -67,38 +65,36 @@ class WindowSkipper:
         self._chain_end = self._first_non_blank if read.head.kind == "rnnt" else self._follow_jumps
         self.last_frame = max(encoder_proj.shape[1] - 1, 0)
 
-    def next_labels(self, predictor_proj: torch.Tensor, time: torch.Tensor, tokens_at_frame: torch.Tensor,
-                    active: torch.Tensor) -> Emissions:
-        """Same contract as plain label-looping's inner loop: moves ``time`` (in place) over blanks for the
-        ``active`` rows, adds the blanks' log-probs to the scores, and returns the emission at each row's
-        final ``time`` (a label where ``time < length``)."""
-        searching = active
-        w = self.window
-        while True:
-            frame_index = time.unsqueeze(1) + self.offsets  # [B, w]
-            inside = frame_index < self.lengths.unsqueeze(1)
-            frames = self.encoder_proj[self.rows, frame_index.clamp(max=self.last_frame)]  # [B, w, J]
-            emissions = self.read(self.joint.combine(frames, predictor_proj.unsqueeze(1)))  # fields [B, w]
-            self.stats.joint_calls += 1
+    def logits(self, predictor_proj: torch.Tensor, time: torch.Tensor) -> torch.Tensor:
+        """Joint logits ``[B, w, C]`` of frames ``time .. time + w - 1`` of each row (clipped to the last frame)."""
+        frame_index = (time.unsqueeze(1) + self.offsets).clamp(max=self.last_frame)  # [B, w]
+        return self.joint.combine(self.encoder_proj[self.rows, frame_index], predictor_proj.unsqueeze(1))
 
-            step_blank = inside & emissions.is_blank
-            end, crossed = self._chain_end(step_blank, emissions)
-            self.hyps.add_scores(searching, crossed)
-            time += torch.where(searching, end, 0)
-            tokens_at_frame.masked_fill_(searching & (end > 0), 0)
-            at = end.clamp(max=w - 1).unsqueeze(1)
-            found = Emissions(
-                labels=emissions.labels.gather(1, at).squeeze(1),
-                is_blank=emissions.is_blank.gather(1, at).squeeze(1),
-                durations=None if emissions.durations is None else emissions.durations.gather(1, at).squeeze(1),
-                advance=emissions.advance.gather(1, at).squeeze(1),
-                label_logprobs=emissions.label_logprobs.gather(1, at).squeeze(1),
-                logprobs=emissions.logprobs.gather(1, at).squeeze(1),
-            )
-            # Rows that found a label stay where they are; later passes re-read the same label there.
-            searching = searching & (end >= w) & (time < self.lengths)
-            if not searching.any():
-                return found
+    def step(self, predictor_proj: torch.Tensor, time: torch.Tensor, tokens_at_frame: torch.Tensor,
+             searching: torch.Tensor) -> tuple[Emissions, torch.Tensor]:
+        """Same contract as plain label-looping's pass: moves ``time`` (in place) over the blanks of one
+        window for the ``searching`` rows, adds their log-probs to the scores, and returns the emission at
+        each row's new ``time`` (a label where the row found one) and the rows still searching."""
+        w = self.window
+        inside = time.unsqueeze(1) + self.offsets < self.lengths.unsqueeze(1)  # [B, w]
+        emissions = self.read(self.logits(predictor_proj, time))  # fields [B, w]
+
+        step_blank = inside & emissions.is_blank
+        end, crossed = self._chain_end(step_blank, emissions)
+        self.hyps.add_scores(searching, crossed)
+        time += torch.where(searching, end, 0)
+        tokens_at_frame.masked_fill_(searching & (end > 0), 0)
+        at = end.clamp(max=w - 1).unsqueeze(1)
+        found = Emissions(
+            labels=emissions.labels.gather(1, at).squeeze(1),
+            is_blank=emissions.is_blank.gather(1, at).squeeze(1),
+            durations=None if emissions.durations is None else emissions.durations.gather(1, at).squeeze(1),
+            advance=emissions.advance.gather(1, at).squeeze(1),
+            label_logprobs=emissions.label_logprobs.gather(1, at).squeeze(1),
+            logprobs=emissions.logprobs.gather(1, at).squeeze(1),
+        )
+        # Rows that found a label stay where they are; later passes re-read the same label there.
+        return found, searching & (end >= w) & (time < self.lengths)
 
     def _follow_jumps(self, step_blank: torch.Tensor, emissions: Emissions) -> tuple[torch.Tensor, torch.Tensor]:
         """End of the chain from position 0 and the log-prob of the blanks it crossed, ``[B]`` each, by

@@ -72,6 +72,8 @@ class LSTMPredictor(nn.Module):
         """
         h, c = state
         hidden, params = self.hidden_size, self.lstm._parameters
+        if labels.is_cuda:
+            return self._fused_cell_step(labels, h, c)
         new_h, new_c = [], []
         x = None
         for layer in range(self.num_layers):
@@ -89,6 +91,21 @@ class LSTMPredictor(nn.Module):
             new_c.append(c_layer)
         if self.num_layers == 1:
             return x, (x.unsqueeze(0), c_layer.unsqueeze(0))
+        return x, (torch.stack(new_h), torch.stack(new_c))
+
+    def _fused_cell_step(self, labels: torch.Tensor, h: torch.Tensor, c: torch.Tensor) -> tuple[torch.Tensor, LSTMState]:
+        """The same step with ``torch.lstm_cell``: on CUDA one fused kernel per layer does the gate arithmetic,
+        where the explicit cell takes eight (GPU decoding is bound by the number of kernels, not by FLOPs)."""
+        params = self.lstm._parameters
+        x = self.embedding(labels)
+        new_h, new_c = [], []
+        for layer in range(self.num_layers):
+            x, c_layer = torch.lstm_cell(
+                x, (h[layer], c[layer]), params[f"weight_ih_l{layer}"], params[f"weight_hh_l{layer}"],
+                params[f"bias_ih_l{layer}"], params[f"bias_hh_l{layer}"],
+            )
+            new_h.append(x)
+            new_c.append(c_layer)
         return x, (torch.stack(new_h), torch.stack(new_c))
 
     def _first_layer_input_gates(self, labels: torch.Tensor) -> torch.Tensor:

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Every GPU check of transdec in one go, for a CUDA machine that may have no network: the CUDA tests, then
+# the benchmarks, each writing its output under $OUT (default /tmp/transdec-gpu) as it goes.
+#
+#   bash bench/gpu_checks.sh [STAGE ...]     stages: env tests decoders encoder evaluate (default: all)
+#
+# Packages the machine lacks (NeMo for its reference decoders, soundfile for audio) are installed from
+# wheels in .whl/ if that folder exists (bench/gpu_wheels.sh makes it); the audio of the `evaluate` stage,
+# .gpu-data/, is made by recipes/speed_test_set.py. Carry both folders to the machine.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/transdec-gpu}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
+if [ -d .whl ]; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+        && export PYTHONPATH="$PYTHONPATH:/tmp/site"
+fi
+stages=("$@")
+[ ${#stages[@]} -gt 0 ] || stages=(env tests decoders encoder evaluate)
+
+for stage in "${stages[@]}"; do
+    echo "== $stage ($SECONDS s)"
+    case $stage in
+        env)
+            nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+            python3 -c 'import sys, torch; print(sys.version.split()[0], "torch", torch.__version__, torch.version.cuda)'
+            python3 -c 'from cuda import bindings; print("cuda-bindings", bindings.__version__)' ;;
+        tests)
+            timeout "${TESTS_SECONDS:-300}" python3 -m pytest -q -rf -p no:cacheprovider --maxfail=10 \
+                -k "not fused_kernels_equal_reference" tests/test_label_looping_graphs.py tests/test_compute_dtype.py \
+                2>&1 | tee "$OUT/tests.txt" ;;
+        decoders)
+            # shellcheck disable=SC2086
+            timeout "${DECODERS_SECONDS:-400}" python3 bench/gpu.py --output "$OUT/decoders.md" ${DECODER_OPTIONS:-} \
+                2>&1 | tee "$OUT/decoders.log" ;;
+        encoder)
+            timeout "${ENCODER_SECONDS:-150}" python3 bench/encoder_lengths.py --device cuda 2>&1 | tee "$OUT/encoder.txt" ;;
+        evaluate)
+            timeout "${EVALUATE_SECONDS:-150}" python3 -m transdec.cli evaluate .gpu-data/test.jsonl --device cuda \
+                --decoding greedy_label --normalizer none 2>&1 | tee "$OUT/evaluate.txt" ;;
+        *) echo "unknown stage $stage" ;;
+    esac
+done
+echo "== done ($SECONDS s)"

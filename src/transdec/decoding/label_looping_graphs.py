@@ -1,0 +1,270 @@
+"""Label-looping greedy decoding under CUDA graphs.
+
+Eager label-looping on a GPU is bound by kernel launches and host syncs: every pass of its loops issues
+dozens of small kernels and reads a flag back. :class:`~transdec.decoding.greedy_label_looping.LabelLoopingSearch`
+splits the decode into four straight-line steps on preallocated tensors; here they are captured as CUDA
+graphs, in one of two modes:
+
+``"while_loops"``
+    The whole decode is one graph: the steps are child graphs inside two nested WHILE conditional nodes
+    (:mod:`transdec.decoding.conditional_graphs`), so a decode is one launch and one sync at the end, as
+    in the label-looping paper (Sec. 3.5). Needs a CUDA 12.4+ driver and ``cuda-python``.
+``"step_graphs"``
+    Three graphs (first label, search pass, next label) replayed from a host loop that reads both loop
+    flags with one sync per replay. Needs only PyTorch.
+
+``"auto"`` tries them in that order. A mode that cannot be used here (no bindings, capture refused, a
+self-check that disagrees with eager decoding) is skipped with one warning saying why, and eager
+decoding is the last resort; a decode never fails for that reason.
+
+Graphs are made per batch size and frame bucket (``T`` rounded up to a power of two, at least 64): the
+first decode of a shape pays for capture (tens of milliseconds) and later ones reuse it. They are kept
+per model, as long as the model lives, and made again when its predictor or joint weights change.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import warnings
+import weakref
+from typing import Any, Callable, Iterator
+
+import torch
+
+from transdec.decoding import greedy_kernels
+from transdec.decoding.conditional_graphs import ConditionalGraph, While, conditional_graphs_unavailable
+from transdec.decoding.greedy_label_looping import LabelLoopingSearch
+from transdec.decoding.results import DecodingResult
+from transdec.model.protocol import DecodingModel
+
+MIN_FRAME_BUCKET = 64
+#: Graph sets kept per model (each holds its buffers and graphs); the oldest goes first.
+MAX_CACHED_SHAPES = 16
+
+
+class CudaGraphFallbackWarning(UserWarning):
+    """A CUDA graph mode could not be used; decoding went on with the next one."""
+
+
+class GraphedLabelLooping:
+    """Label-looping for one batch size, frame capacity, dtype and option set, captured in CUDA graphs."""
+
+    def __init__(
+        self,
+        model: DecodingModel,
+        batch_size: int,
+        max_time: int,
+        encoder_dim: int,
+        dtype: torch.dtype,
+        device: torch.device,
+        max_symbols_per_frame: int,
+        window_size: int,
+        mode: str,
+        fused: bool,
+        compute_dtype: torch.dtype | None,
+    ) -> None:
+        self.mode = mode
+        self.device = device
+        self.encoder_out = torch.zeros(batch_size, max_time, encoder_dim, dtype=dtype, device=device)
+        self.lengths = torch.zeros(batch_size, dtype=torch.long, device=device)
+        self.search = LabelLoopingSearch(
+            model, self.encoder_out, self.lengths, max_symbols_per_frame, window_size, in_place=True, fused=fused,
+            compute_dtype=compute_dtype,
+        )
+        # A small seeded batch with real decisions in it: decoded by the plain eager loop it is what the graphs
+        # must agree with; decoded by the steps it warms up every kernel before capture (as PyTorch requires)
+        # and makes every buffer.
+        generator = torch.Generator().manual_seed(0)
+        sample = torch.randn(batch_size, max_time, encoder_dim, generator=generator).to(device, dtype)
+        sample_lengths = torch.randint(0, min(max_time, 32) + 1, (batch_size,), generator=generator).to(device)
+        plain = LabelLoopingSearch(model, sample, sample_lengths, max_symbols_per_frame, window_size,
+                                   compute_dtype=compute_dtype)
+        plain.run()
+        expected = _decisions(plain.result())
+        stream = torch.cuda.Stream(device)
+        stream.wait_stream(torch.cuda.current_stream(device))
+        with torch.cuda.stream(stream), _no_garbage_collection():
+            self._load(sample, sample_lengths)
+            self.search.run()
+            pool = torch.cuda.graph_pool_handle()
+            if mode == "while_loops":
+                self._build_while_loops(pool, stream)
+            else:
+                self._build_step_graphs(pool, stream)
+        torch.cuda.current_stream(device).wait_stream(stream)
+        if _decisions(self.decode(sample, sample_lengths)) != expected:
+            raise RuntimeError(f"{mode} graphs decoded a test batch differently from eager decoding")
+
+    def decode(self, encoder_out: torch.Tensor, lengths: torch.Tensor) -> DecodingResult:
+        """Decode ``encoder_out [B, T, D]`` (``T`` at most the capacity) with ``lengths [B]``."""
+        self._load(encoder_out, lengths)
+        self._run()
+        return self.search.result()
+
+    def _load(self, encoder_out: torch.Tensor, lengths: torch.Tensor) -> None:
+        # Frames past T keep an earlier batch's values; they lie past every length and are never used.
+        self.encoder_out[:, : encoder_out.shape[1]].copy_(encoder_out)
+        self.lengths.copy_(lengths)
+
+    def _capture(self, steps: Callable[[], None], pool: Any, stream: torch.cuda.Stream, keep: bool) -> Any:
+        graph = torch.cuda.CUDAGraph(keep_graph=True) if keep else torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, pool=pool, stream=stream, capture_error_mode="thread_local"):
+            steps()
+        return graph
+
+    def _build_while_loops(self, pool: Any, stream: torch.cuda.Stream) -> None:
+        s = self.search
+        start, begin, search, end = (
+            self._capture(step, pool, stream, keep=True)
+            for step in (s.start, s.begin_label, s.search_step, s.end_label)
+        )
+        loops = [start, While(s.active_any, [begin, While(s.searching_any, [search]), end])]
+        graph = ConditionalGraph(loops, self.device)
+        self._run = graph.launch
+
+    def _build_step_graphs(self, pool: Any, stream: torch.cuda.Stream) -> None:
+        first, search, next_label = (
+            self._capture(steps, pool, stream, keep=False) for steps in step_pieces(self.search)
+        )
+        self._run = lambda: run_step_pieces(self.search, first.replay, search.replay, next_label.replay)
+
+
+@contextlib.contextmanager
+def _no_garbage_collection() -> Iterator[None]:
+    """Collect garbage now and not again until the graphs are captured: a collection during capture can free
+    another decoder's graphs, and destroying a graph then invalidates the capture."""
+    enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def step_pieces(s: LabelLoopingSearch) -> tuple[Callable[[], None], Callable[[], None], Callable[[], None]]:
+    """The three pieces ``step_graphs`` captures: the first label's steps, one search pass, the next label's."""
+
+    def first() -> None:
+        s.start()
+        s.begin_label()
+        s.search_step()
+
+    def next_label() -> None:
+        # Replayed once more after the last label: with no row left, its steps change nothing.
+        s.end_label()
+        s.begin_label()
+        s.search_step()
+
+    return first, s.search_step, next_label
+
+
+def run_step_pieces(s: LabelLoopingSearch, first: Callable[[], None], search: Callable[[], None],
+                    next_label: Callable[[], None]) -> None:
+    """The host loop of ``step_graphs``: one read of both loop flags per piece."""
+    first()
+    while True:
+        active_any, searching_any = s.flags.tolist()
+        if not active_any:
+            return
+        (search if searching_any else next_label)()
+
+
+def _decisions(result: DecodingResult) -> list[tuple[list[int], list[int], list[int]]]:
+    return [(h.tokens, h.timestamps, h.durations) for h in result.hypotheses()]
+
+
+def decode_with_graphs(
+    model: DecodingModel,
+    encoder_out: torch.Tensor,
+    lengths: torch.Tensor,
+    max_symbols_per_frame: int | None,
+    window_size: int,
+    mode: str,
+    compute_dtype: torch.dtype | None = None,
+) -> DecodingResult | None:
+    """Decode with CUDA graphs in ``mode`` (or the fastest that works, for ``"auto"``); None means "decode
+    eagerly": the modes could not be used (each one warned why) or the batch is empty.
+
+    Each mode is tried with the fused kernels of :mod:`transdec.decoding.greedy_kernels` where Triton is
+    available, then without them.
+    """
+    batch_size, max_time, encoder_dim = encoder_out.shape
+    if batch_size == 0 or max_time == 0:
+        return None
+    if max_symbols_per_frame is None:
+        _warn("CUDA graphs need a max_symbols_per_frame (it bounds the hypotheses' storage)")
+        return None
+    device = encoder_out.device
+    frames = max(MIN_FRAME_BUCKET, 1 << (max_time - 1).bit_length())
+    fused_options = (True, False) if greedy_kernels.kernels_available(device) else (False,)
+    for candidate in ("while_loops", "step_graphs") if mode == "auto" else (mode,):
+        reason = _mode_unavailable(candidate, device)
+        if reason is not None:
+            _warn(f"CUDA graph mode {candidate!r} is not usable here: {reason}")
+            continue
+        for fused in fused_options:
+            variant = (candidate, fused, device)
+            reason = _FAILED_MODES.get(variant)
+            if reason is None:
+                key = (candidate, fused, batch_size, frames, encoder_dim, encoder_out.dtype, compute_dtype, device,
+                       max_symbols_per_frame, window_size, _weights_version(model))
+                try:
+                    graphed = _cached(model, key, lambda: GraphedLabelLooping(
+                        model, batch_size, frames, encoder_dim, encoder_out.dtype, device, max_symbols_per_frame,
+                        window_size, candidate, fused, compute_dtype))
+                    return graphed.decode(encoder_out, lengths)
+                except Exception as error:  # capture or graph building refused: any such failure means "fall back"
+                    reason = f"{type(error).__name__}: {error}"
+                    if error.__context__ is not None:  # capture_end's error hides the one that broke the capture
+                        reason += f" (after {type(error.__context__).__name__}: {error.__context__})"
+                    _FAILED_MODES[variant] = reason
+            kernels = " with the fused kernels" if fused else ""
+            _warn(f"CUDA graph mode {candidate!r}{kernels} is not usable here: {reason}")
+    return None
+
+
+# Per process: why modes are unusable on a device (None: usable), and each model's graphs (dropped with
+# the model).
+_FAILED_MODES: dict[tuple, str | None] = {}
+_GRAPHS: weakref.WeakKeyDictionary[Any, dict[tuple, GraphedLabelLooping]] = weakref.WeakKeyDictionary()
+
+
+def _mode_unavailable(mode: str, device: torch.device) -> str | None:
+    """Why ``mode`` cannot run on ``device`` at all (checked once per process), or None."""
+    if mode != "while_loops":
+        return None
+    if (mode, device) not in _FAILED_MODES:
+        _FAILED_MODES[mode, device] = conditional_graphs_unavailable(device)
+    return _FAILED_MODES[mode, device]
+
+
+def _cached(model: DecodingModel, key: tuple, make: Callable[[], GraphedLabelLooping]) -> GraphedLabelLooping:
+    try:
+        graphs = _GRAPHS.setdefault(model, {})
+    except TypeError:  # not weak-referenceable or not hashable: nothing to keep the graphs with
+        return make()
+    if key not in graphs:
+        stale = [k for k in graphs if k[:-1] == key[:-1]]  # same shape, older weights
+        for old in stale + list(graphs)[: max(0, len(graphs) - MAX_CACHED_SHAPES + 1)]:
+            graphs.pop(old, None)
+        graphs[key] = make()
+    return graphs[key]
+
+
+def _weights_version(model: DecodingModel) -> tuple:
+    """Changes whenever the predictor's or joint's weights are replaced or updated in place: captured graphs
+    (and tables derived from the weights at capture) would otherwise keep using the old ones."""
+    version = []
+    for part in (model.predictor, model.joint):
+        if isinstance(part, torch.nn.Module):
+            for parameter in part.parameters():
+                counter = None if parameter.is_inference() else parameter._version
+                version.append((parameter.data_ptr(), counter))
+    return tuple(version)
+
+
+def _warn(message: str) -> None:
+    warnings.warn(f"{message}; decoding without it", CudaGraphFallbackWarning, stacklevel=4)
