@@ -62,10 +62,23 @@ def test_truncated_low_rate_and_sampleless_files_are_refused(tmp_path: Path) -> 
             load_audio(cut, 16000)
     low = tmp_path / "phone.wav"
     soundfile.write(low, tone(1.0, 8000), 8000)
-    with pytest.raises(AudioError, match="phone.wav: sample rate 8000 Hz is below the model's 16000 Hz"):
+    with pytest.raises(AudioError, match="phone.wav: sample rate 8000 Hz is below the model's 16000 Hz "
+                                         r"\(use --allow-upsampling"):
         load_audio(low, 16000)
     assert len(load_audio(low, 16000, allow_upsampling=True)) == 16000
     silent = tmp_path / "nothing.wav"
     soundfile.write(silent, np.zeros(0, dtype=np.float32), 16000)
     with pytest.raises(AudioError, match="nothing.wav: the recording holds no samples"):
         load_audio(silent, 16000)
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_nan_or_infinite_samples_are_refused(tmp_path: Path, bad: float) -> None:
+    audio = tone(1.0, 16000)
+    audio[4000:4010] = bad
+    path = tmp_path / "broken.wav"
+    soundfile.write(path, audio, 16000, subtype="FLOAT")  # float WAV keeps NaN and infinity as they are
+    with pytest.raises(AudioError, match=r"broken.wav: 10 sample\(s\) are NaN or infinite, the first at 0.250 s"):
+        load_audio(path, 16000)
+    with pytest.raises(AudioError, match="the first at 0.250 s"):  # times count from the file's start
+        load_audio(path, 16000, offset=0.125)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
@@ -12,10 +13,14 @@ import pytest
 import soundfile
 import torch
 
+from transdec import transcribe_files
+from transdec.cli import main
 from transdec.model.checkpoint import save_model
 from transdec.model.protocol import HeadSpec
 from transdec.model.tokenizer import Tokenizer
 from transdec.model.transducer_model import TransducerModel
+from transdec.sources import read_manifest_items
+from transdec.transcribe import Transcript, WordTiming
 
 from test_model_and_training import TEXTS, tiny_config
 
@@ -59,7 +64,7 @@ def test_folder_and_files_to_jsonl_with_bad_items_reported(workspace: Path) -> N
     assert "empty.wav: the file is empty" in result.stderr
     assert "text.wav: not readable as audio" in result.stderr
     assert "cut.wav: the file is truncated" in result.stderr
-    assert "phone.wav: sample rate 8000 Hz is below" in result.stderr
+    assert "phone.wav: sample rate 8000 Hz is below" in result.stderr and "--allow-upsampling" in result.stderr
     assert "4 item(s) failed, 3 transcribed" in result.stderr
     lines = [json.loads(line) for line in out.read_text().splitlines()]
     assert [Path(r["audio_filepath"]).name for r in lines] == ["a.wav", "b.flac", "c_22k.wav"]
@@ -99,3 +104,239 @@ def test_evaluate_reports_strategies_side_by_side(workspace: Path) -> None:
     assert label["wer"] == frame["wer"]  # RNN-T frame-looping is exact
     assert label["encoder_seconds"] == frame["encoder_seconds"]  # one encoder pass serves every strategy
     assert "| greedy_label | 1 |" in result.stdout
+
+
+# Issue 41: what a new user ran into. These run the command in-process (`main`), which is much faster than a
+# subprocess and lets a test stand in for the transcriber to crash or interrupt a run at a chosen point.
+
+def cli(capsys, *args: str | Path) -> tuple[int, str, str]:
+    """Exit code, standard output and standard error of ``transdec ARGS``."""
+    try:
+        code = main([str(a) for a in args])
+    except SystemExit as exit:  # argparse's own errors, --help and --version
+        code = exit.code
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def strict_json(line: str):
+    def refuse(constant: str):
+        raise ValueError(f"{constant} is not JSON")
+
+    return json.loads(line, parse_constant=refuse)
+
+
+@pytest.fixture(scope="module")
+def nan_wav(workspace: Path) -> Path:
+    audio = (0.2 * np.random.default_rng(1).standard_normal(16000)).astype(np.float32)
+    audio[800:900] = np.nan
+    path = workspace / "bad" / "nan.wav"
+    path.parent.mkdir(exist_ok=True)
+    soundfile.write(path, audio, 16000, subtype="FLOAT")
+    return path
+
+
+def test_audio_with_nan_samples_is_refused_and_the_rest_is_done(workspace: Path, nan_wav: Path, tmp_path: Path,
+                                                                 capsys) -> None:
+    out = tmp_path / "out.jsonl"
+    code, _, err = cli(capsys, "transcribe", nan_wav, workspace / "audio", "--model", workspace / "model.pt",
+                       "--format", "jsonl", "--output", out)
+    assert code == 1
+    assert "nan.wav: 100 sample(s) are NaN or infinite" in err
+    rows = [strict_json(line) for line in out.read_text().splitlines()]
+    assert [Path(r["audio_filepath"]).name for r in rows] == ["a.wav", "b.flac"]
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text(json.dumps({"audio_filepath": str(nan_wav), "text": "x"}) + "\n"
+                        + json.dumps({"audio_filepath": str(workspace / "audio" / "a.wav"), "text": "x"}) + "\n")
+    code, table, err = cli(capsys, "evaluate", manifest, "--model", workspace / "model.pt", "--output-dir",
+                           tmp_path / "eval")
+    assert code == 1 and "m.jsonl:1: " in err and "nan.wav: 100 sample(s) are NaN or infinite" in err
+    assert "| greedy_label | 1 |" in table
+    strict_json((tmp_path / "eval" / "summary.json").read_text())
+    for path in (tmp_path / "eval").glob("predictions_*.jsonl"):
+        assert [strict_json(line)["audio_filepath"] for line in path.read_text().splitlines()] == [
+            str(workspace / "audio" / "a.wav")]
+
+
+def test_manifest_lines_with_nan_are_bad_lines(tmp_path: Path) -> None:
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text('{"audio_filepath": "a.wav", "duration": NaN}\n{"audio_filepath": "b.wav"}\n')
+    items, errors = read_manifest_items(manifest)
+    assert [item.path.name for item in items] == ["b.wav"] and items[0].origin == f"{manifest}:2"
+    assert [e.where for e in errors] == [f"{manifest}:1"] and "(NaN is not a JSON value)" in errors[0].message
+
+
+def test_json_output_never_holds_nan(workspace: Path, tmp_path: Path, capsys, monkeypatch) -> None:
+    def nan_confidence(model, waveforms, *args):
+        return [Transcript("x", [1], [WordTiming("x", 0.0, 0.08, float("nan"))], 1.0) for _ in waveforms]
+
+    monkeypatch.setattr(transcribe_files, "transcribe", nan_confidence)
+    code, out, err = cli(capsys, "transcribe", workspace / "audio", "--model", workspace / "model.pt",
+                         "--format", "jsonl")
+    assert code == 1 and out == ""
+    assert "a.wav: the transcript holds NaN or infinity" in err and "2 item(s) failed, 0 transcribed" in err
+
+
+@pytest.mark.parametrize("stop", [KeyboardInterrupt, RuntimeError])
+def test_an_interrupted_or_crashed_run_keeps_the_old_output(workspace: Path, tmp_path: Path, capsys, monkeypatch,
+                                                            stop: type[BaseException]) -> None:
+    out = tmp_path / "out.jsonl"
+    out.write_text("old results\n")
+    real = transcribe_files.transcribe
+    calls = []
+
+    def transcribe_then_stop(*args):
+        calls.append(1)
+        if len(calls) == 2:
+            raise stop()
+        return real(*args)
+
+    monkeypatch.setattr(transcribe_files, "READ_AHEAD", 1)  # one item per chunk: the first is written
+    monkeypatch.setattr(transcribe_files, "transcribe", transcribe_then_stop)
+    args = ("transcribe", workspace / "audio", "--model", workspace / "model.pt", "--output", out)
+    if stop is KeyboardInterrupt:
+        code, _, err = cli(capsys, *args)
+        assert code == 130
+    else:
+        with pytest.raises(RuntimeError):
+            main([str(a) for a in args])
+        err = capsys.readouterr().err
+    assert out.read_text() == "old results\n"
+    assert f"1 result(s) so far are in {out}.partial, {out} was not written" in err
+    partial = (tmp_path / "out.jsonl.partial").read_text().splitlines()
+    assert len(partial) == 1 and partial[0].startswith(str(workspace / "audio" / "a.wav"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.jsonl", "out.jsonl.partial"]  # no temp file left
+
+
+def test_a_finished_run_replaces_the_output_and_leaves_no_temp_file(workspace: Path, tmp_path: Path,
+                                                                    capsys) -> None:
+    out = tmp_path / "out.txt"
+    out.write_text("old results\n")
+    code, _, _ = cli(capsys, "transcribe", workspace / "audio", "--model", workspace / "model.pt", "--output", out)
+    assert code == 0 and len(out.read_text().splitlines()) == 2
+    assert [p.name for p in tmp_path.iterdir()] == ["out.txt"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--batch-size", "0"], "argument --batch-size: must be at least 1, got 0"),
+    (["--batch-size", "-1"], "argument --batch-size: must be at least 1, got -1"),
+    (["--device", "nonsense"], "--device nonsense: "),
+    (["--output", "{tmp}"], "--output {tmp}: is a directory"),
+    (["--output", "{tmp}/no/such/out.jsonl"], "--output {tmp}/no/such/out.jsonl: no such directory {tmp}/no/such"),
+    (["--decoding", "beam"], "unknown decoding strategy 'beam'"),
+])
+def test_transcribe_checks_arguments_before_loading_the_model(workspace: Path, tmp_path: Path, capsys,
+                                                              args: list[str], message: str) -> None:
+    args = [a.format(tmp=tmp_path) for a in args]
+    code, out, err = cli(capsys, "transcribe", workspace / "audio", "--model", "no-such-model", *args)
+    assert code == 2 and out == ""
+    assert message.format(tmp=tmp_path) in err.splitlines()[-1]
+    assert "no model file" not in err and "Traceback" not in err
+    assert err.count("\n") == 1 or message.startswith("argument")  # argparse's own errors add its usage
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_cuda_without_cuda_is_one_line(workspace: Path, capsys) -> None:
+    for command in (["transcribe", workspace / "audio"], ["evaluate", workspace / "m.jsonl"]):
+        code, _, err = cli(capsys, *command, "--device", "cuda", "--model", "no-such-model")
+        assert code == 2 and err.count("\n") == 1 and "--device cuda: " in err and "no model file" not in err
+
+
+def test_train_checks_the_device_first(tmp_path: Path, capsys) -> None:
+    code, _, err = cli(capsys, "train", "--train-manifest", tmp_path / "no.jsonl", "--dev-manifest",
+                       tmp_path / "no.jsonl", "--exp-dir", tmp_path / "exp", "--device", "nonsense")
+    assert code == 2 and err.startswith("transdec train: error: --device nonsense: ") and err.count("\n") == 1
+    assert not (tmp_path / "exp").exists()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["{tmp}/no-such.jsonl"], "{tmp}/no-such.jsonl: no such file"),
+    (["{workspace}/m.jsonl", "--output-dir", "{workspace}/m.jsonl"],
+     "--output-dir {workspace}/m.jsonl: {workspace}/m.jsonl is not a directory"),
+    (["{workspace}/m.jsonl", "--output-dir", "{workspace}/m.jsonl/eval"],
+     "--output-dir {workspace}/m.jsonl/eval: {workspace}/m.jsonl is not a directory"),
+    (["{workspace}/m.jsonl", "--batch-size", "0"], "argument --batch-size: must be at least 1, got 0"),
+    (["{workspace}/m.jsonl", "--warmup", "-1"], "argument --warmup: must be at least 0, got -1"),
+])
+def test_evaluate_checks_arguments_before_loading_the_model(workspace: Path, tmp_path: Path, capsys,
+                                                            args: list[str], message: str) -> None:
+    args = [a.format(tmp=tmp_path, workspace=workspace) for a in args]
+    code, out, err = cli(capsys, "evaluate", *args, "--model", "no-such-model")
+    assert code == 2 and out == ""
+    assert message.format(tmp=tmp_path, workspace=workspace) in err.splitlines()[-1]
+    assert "no model file" not in err and "Traceback" not in err
+
+
+def test_nothing_to_transcribe_or_evaluate_is_an_error(workspace: Path, tmp_path: Path, capsys) -> None:
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "notes.txt").write_text("no audio here")
+    (tmp_path / "empty.jsonl").write_text("\n")
+    model = workspace / "model.pt"
+    code, out, err = cli(capsys, "transcribe", tmp_path / "empty", "--model", model)
+    assert code == 1 and out == "" and f"{tmp_path / 'empty'}: no audio files in this directory" in err
+    code, out, err = cli(capsys, "transcribe", tmp_path / "empty.jsonl", "--model", model)
+    assert code == 1 and out == "" and f"{tmp_path / 'empty.jsonl'}: the manifest has no entries" in err
+    code, out, err = cli(capsys, "evaluate", tmp_path / "empty.jsonl", "--model", model)
+    assert code == 1 and out == "" and f"{tmp_path / 'empty.jsonl'}: the manifest has no entries" in err
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text(json.dumps({"audio_filepath": "missing.wav", "text": "x"}) + "\n")
+    code, out, err = cli(capsys, "evaluate", broken, "--model", model, "--output-dir", tmp_path / "eval")
+    assert code == 1 and out == "" and f"{broken}: none of its 1 item(s) could be evaluated" in err
+    assert not (tmp_path / "eval").exists() or not list((tmp_path / "eval").iterdir())
+    out_file = tmp_path / "out.txt"
+    out_file.write_text("old results\n")
+    code, out, err = cli(capsys, "transcribe", broken, "--model", model, "--output", out_file)
+    assert code == 1 and f"nothing was transcribed, so {out_file} was not written" in err
+    assert out_file.read_text() == "old results\n"
+
+
+def test_version_and_bare_command(capsys) -> None:
+    from transdec import __version__
+
+    code, out, _ = cli(capsys, "--version")
+    assert code == 0 and out.strip() == f"transdec {__version__}"
+    code, out, err = cli(capsys)
+    assert code == 2 and "Traceback" not in err and "transcribe" in err and "evaluate" in err
+
+
+def test_manifest_errors_name_the_line(workspace: Path, capsys) -> None:
+    code, _, err = cli(capsys, "transcribe", workspace / "m.jsonl", "--model", workspace / "model.pt")
+    assert code == 1
+    assert f"{workspace / 'm.jsonl'}:2: {workspace / 'missing.wav'}: no such file" in err
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("command", ["transcribe", "evaluate"])
+def test_progress_bar_only_on_a_terminal(workspace: Path, capsys, monkeypatch, command: str) -> None:
+    manifest = workspace / "texts.jsonl"
+    manifest.write_text("".join(json.dumps({"audio_filepath": f"audio/{name}", "text": "x"}) + "\n"
+                                for name in ("a.wav", "sub/b.flac")))
+    args = [command, manifest, "--model", workspace / "model.pt"]
+    code, _, err = cli(capsys, *args)
+    assert code == 0 and "100%" not in err
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    assert cli(capsys, *args)[0] == 0
+    assert f"{command}" in terminal.getvalue() and "100%" in terminal.getvalue()
+
+
+def test_evaluate_encodes_long_recordings_in_windows_and_warms_up_on_their_start(
+        workspace: Path, tmp_path: Path, capsys, monkeypatch) -> None:
+    from transdec import long_audio
+
+    calls = []
+    original = long_audio.encode_long
+    monkeypatch.setattr(long_audio, "encode_long", lambda model, waveform, *a: calls.append(len(waveform))
+                        or original(model, waveform, *a))
+    long_wav = tmp_path / "long.wav"
+    samples = 16000 * 100
+    soundfile.write(long_wav, (0.2 * np.random.default_rng(1).standard_normal(samples)).astype(np.float32), 16000)
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text(json.dumps({"audio_filepath": str(long_wav), "text": "x"}) + "\n")
+    code, table, _ = cli(capsys, "evaluate", manifest, "--model", workspace / "model.pt", "--decoding", "greedy_label")
+    assert code == 0 and "| greedy_label | 1 |" in table
+    assert calls == [samples]  # the timed pass only: the warm-up encoded its first 30 s whole

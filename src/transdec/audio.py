@@ -22,8 +22,8 @@ def load_audio(path: str | os.PathLike[str], sample_rate: int, offset: float = 0
     much worse on it, which a user should decide knowingly.
 
     Raises:
-        AudioError: the file is missing, empty, unreadable or truncated, its rate is too low, or ``offset``
-            lies past its end.
+        AudioError: the file is missing, empty, unreadable or truncated, its rate is too low, ``offset``
+            lies past its end, or a sample is NaN or infinite.
     """
     path = Path(path)
     if not path.is_file():
@@ -47,9 +47,13 @@ def load_audio(path: str | os.PathLike[str], sample_rate: int, offset: float = 0
         raise AudioError(f"{path}: not readable as audio ({error})") from error
     if native_rate < sample_rate and not allow_upsampling:
         raise AudioError(f"{path}: sample rate {native_rate} Hz is below the model's {sample_rate} Hz "
-                         "(allow upsampling to transcribe it anyway)")
+                         "(use --allow-upsampling, or allow_upsampling=True in load_audio, to transcribe it anyway)")
     if audio.shape[0] == 0:
         raise AudioError(f"{path}: the recording holds no samples" + (" at that offset" if offset else ""))
+    bad = ~np.isfinite(audio).all(axis=1)
+    if bad.any():  # float files can hold them; the model would turn them into garbage tokens
+        raise AudioError(f"{path}: {int(bad.sum())} sample(s) are NaN or infinite, the first at "
+                         f"{(start + int(bad.argmax())) / native_rate:.3f} s")
     audio = audio.mean(axis=1) if audio.shape[1] > 1 else audio[:, 0]
     if native_rate != sample_rate:
         import soxr

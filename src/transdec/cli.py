@@ -3,14 +3,31 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from pathlib import Path
 
+import torch
+
+from transdec import __version__
 from transdec.decoding.greedy_label_looping import GRAPH_MODES
 from transdec.model.conformer import ConformerConfig
 from transdec.model.protocol import HeadSpec
 from transdec.model.transducer_model import LENGTH_POLICIES, ModelConfig, PredictorConfig
 from transdec.runtime import configure_malloc
 from transdec.training.specaugment import SpecAugmentConfig
+
+
+def _at_least(minimum: int):
+    """An argparse type: an integer no smaller than ``minimum``."""
+    def parse(text: str) -> int:
+        value = int(text)
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        return value
+
+    parse.__name__ = "integer"  # for a non-number argparse says "invalid integer value"
+    return parse
 
 
 def _add_train_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -111,20 +128,22 @@ def _add_transcribe_parser(subparsers: argparse._SubParsersAction) -> None:
         "transcribe", help="transcribe audio files, folders and NeMo manifests",
         description="Transcribe audio files (any format libsndfile reads, resampled as needed), folders of them "
                     "(recursively) and NeMo JSONL manifests. Bad items are reported and skipped; the exit code "
-                    "is 1 if any item failed.")
+                    "is 1 if any item failed or there was nothing to transcribe, 130 if interrupted.")
     p.add_argument("paths", nargs="+", metavar="PATH")
     p.add_argument("--model", default="tiny-en-rnnt", help="bundled model name or model file (default: %(default)s)")
     p.add_argument("--decoding", default="greedy_label", help="decoding strategy (default: %(default)s)")
     p.add_argument("--max-symbols-per-frame", type=int, default=10)
     p.add_argument("--cuda-graphs", choices=GRAPH_MODES, default="auto",
                    help="CUDA graph mode of greedy_label on a GPU (default: %(default)s, the fastest that works)")
-    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--batch-size", type=_at_least(1), default=16)
     p.add_argument("--device", default="cpu")
     _add_length_policy_argument(p)
     p.add_argument("--format", choices=["text", "jsonl", "manifest"], default="text",
                    help="text: one transcript per line; jsonl: text, words with times and confidences; "
                         "manifest: the input entries with pred_text added")
-    p.add_argument("--output", default=None, help="write here (atomically) instead of standard output")
+    p.add_argument("--output", default=None,
+                   help="write here instead of standard output; an existing file is replaced only when the run "
+                        "is complete (if interrupted, the results so far go to OUTPUT.partial)")
     p.add_argument("--allow-upsampling", action="store_true", help="accept audio below the model's sample rate")
 
 
@@ -142,8 +161,8 @@ def _add_evaluate_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--max-symbols-per-frame", type=int, default=10)
     p.add_argument("--cuda-graphs", choices=GRAPH_MODES, default="auto",
                    help="CUDA graph mode of greedy_label on a GPU (default: %(default)s, the fastest that works)")
-    p.add_argument("--batch-size", type=int, default=16)
-    p.add_argument("--warmup", type=int, default=1, metavar="BATCHES", help="untimed batches before timing")
+    p.add_argument("--batch-size", type=_at_least(1), default=16)
+    p.add_argument("--warmup", type=_at_least(0), default=1, metavar="BATCHES", help="untimed batches before timing")
     p.add_argument("--normalizer", choices=["whisper", "none"], default="whisper",
                    help="whisper: Whisper's English normaliser (whisper-normalizer); none: whitespace only")
     p.add_argument("--device", default="cpu")
@@ -171,9 +190,13 @@ def _model_config(args: argparse.Namespace) -> ModelConfig:
     )
 
 
-def _train(args: argparse.Namespace) -> None:
+def _train(args: argparse.Namespace) -> int | None:
     from transdec.training.trainer import TrainConfig, Trainer
 
+    problem = _device_problem(args.device)
+    if problem:
+        print(f"transdec train: error: {problem}", file=sys.stderr)
+        return 2
     config = TrainConfig(
         train_manifest=args.train_manifest, dev_manifest=args.dev_manifest, exp_dir=args.exp_dir,
         max_steps=args.max_steps, peak_lr=args.peak_lr,
@@ -199,17 +222,56 @@ def _average(args: argparse.Namespace) -> None:
     print(f"wrote {args.output}: {model.num_parameters()} parameters")
 
 
+def _device_problem(name: str) -> str | None:
+    try:
+        torch.zeros(1, device=torch.device(name))
+    except (RuntimeError, AssertionError) as error:  # torch without CUDA raises AssertionError
+        return f"--device {name}: not usable here ({str(error).splitlines()[0]})"
+    return None
+
+
+def _output_problem(path: str) -> str | None:
+    """Why ``--output PATH`` cannot be written, checked before any work; None if it can."""
+    folder = Path(path).parent
+    if Path(path).is_dir():
+        return f"--output {path}: is a directory"
+    if not folder.is_dir():
+        return f"--output {path}: no such directory {folder}"
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return f"--output {path}: cannot write in {folder}"
+    return None
+
+
+def _output_dir_problem(path: str) -> str | None:
+    """Why ``--output-dir PATH`` cannot be created or written, checked before any work; None if it can."""
+    existing = next((p for p in [Path(path), *Path(path).parents] if p.exists()), Path("."))  # the rest is created
+    if not existing.is_dir():
+        return f"--output-dir {path}: {existing} is not a directory"
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return f"--output-dir {path}: cannot write in {existing}"
+    return None
+
+
+def _load_model(args: argparse.Namespace):
+    from transdec.model.checkpoint import load_model
+
+    model = load_model(args.model, device=args.device)
+    model.length_policy = args.length_policy
+    return model
+
+
 def _transcribe(args: argparse.Namespace) -> int:
     from transdec.decoding import DecodingConfig
-    from transdec.model.checkpoint import load_model
     from transdec.transcribe_files import transcribe_files
 
-    try:
+    try:  # every option is checked before the model is loaded; a bad one is one line, not a traceback
         decoding = DecodingConfig(strategy=args.decoding, max_symbols_per_frame=args.max_symbols_per_frame,
                                   cuda_graphs=args.cuda_graphs)
-        model = load_model(args.model, device=args.device)
-        model.length_policy = args.length_policy
-    except (FileNotFoundError, ValueError) as error:  # a bad model file or option: one line, not a traceback
+        problem = _device_problem(args.device) or (args.output and _output_problem(args.output))
+        if problem:
+            raise ValueError(problem)
+        model = _load_model(args)
+    except (FileNotFoundError, ValueError) as error:
         print(f"transdec transcribe: error: {error}", file=sys.stderr)
         return 2
     return transcribe_files(model, args.paths, decoding, args.batch_size, args.format, args.output,
@@ -218,20 +280,27 @@ def _transcribe(args: argparse.Namespace) -> int:
 
 def _evaluate(args: argparse.Namespace) -> int:
     from transdec.decoding import DecodingConfig
-    from transdec.evaluate import evaluate_manifest, format_table
-    from transdec.model.checkpoint import load_model
+    from transdec.evaluate import EvaluationError, evaluate_manifest, format_table
 
     try:
         strategies = [DecodingConfig(strategy=name.strip(), max_symbols_per_frame=args.max_symbols_per_frame,
                                      cuda_graphs=args.cuda_graphs)
                       for name in args.decoding.split(",")]
-        model = load_model(args.model, device=args.device)
-        model.length_policy = args.length_policy
+        problem = _device_problem(args.device) or (args.output_dir and _output_dir_problem(args.output_dir))
+        if not Path(args.manifest).is_file():
+            problem = f"{args.manifest}: no such file"
+        if problem:
+            raise ValueError(problem)
+        model = _load_model(args)
     except (FileNotFoundError, ValueError) as error:
         print(f"transdec evaluate: error: {error}", file=sys.stderr)
         return 2
-    reports, failed = evaluate_manifest(model, args.manifest, strategies, args.batch_size, args.warmup,
-                                        args.normalizer, args.output_dir, args.allow_upsampling)
+    try:
+        reports, failed = evaluate_manifest(model, args.manifest, strategies, args.batch_size, args.warmup,
+                                            args.normalizer, args.output_dir, args.allow_upsampling)
+    except EvaluationError as error:
+        print(f"transdec evaluate: error: {error}", file=sys.stderr)
+        return 1
     print(f"model {args.model}, normaliser {args.normalizer}, batch size {args.batch_size}, device {args.device}, "
           f"length policy {model.default_length_policy(args.device)}")
     print(format_table(reports))
@@ -242,16 +311,24 @@ def _evaluate(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="transdec", description="Fast, exact Transducer speech recognition.")
-    subparsers = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument("--version", action="version", version=f"transdec {__version__}")
+    subparsers = parser.add_subparsers(dest="command")
     _add_train_parser(subparsers)
     _add_average_parser(subparsers)
     _add_transcribe_parser(subparsers)
     _add_evaluate_parser(subparsers)
     args = parser.parse_args(argv)
+    if args.command is None:  # bare `transdec`: what it can do, as argparse answers a missing argument (exit 2)
+        parser.print_help(sys.stderr)
+        return 2
     # Training trades some memory for 1.3x faster steps; batch transcription keeps glibc's defaults.
     configure_malloc("keep" if args.command == "train" else "default")
     commands = {"train": _train, "average": _average, "transcribe": _transcribe, "evaluate": _evaluate}
-    return commands[args.command](args) or 0
+    try:
+        return commands[args.command](args) or 0
+    except KeyboardInterrupt:
+        print(f"transdec {args.command}: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

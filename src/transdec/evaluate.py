@@ -13,14 +13,20 @@ from pathlib import Path
 import jiwer
 import numpy as np
 import torch
+from tqdm import tqdm
 
 from transdec.audio import AudioError, load_audio
 from transdec.decoding import DecodingConfig, decode
+from transdec.long_audio import encode_batch
 from transdec.metrics import word_errors
 from transdec.model.transducer_model import TransducerModel
 from transdec.sources import AudioItem, read_manifest_items
 
 NORMALIZERS = ("whisper", "none")
+
+
+class EvaluationError(ValueError):
+    """Nothing could be evaluated: the manifest has no entries, or none of them could be used."""
 
 
 def normalizer(name: str):
@@ -60,6 +66,10 @@ def _synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+#: Seconds of each item that the untimed warm-up batches encode.
+WARMUP_SECONDS = 30
+
+
 @torch.inference_mode()
 def run_strategies(model: TransducerModel, waveforms: list[np.ndarray], order: list[int],
                    strategies: list[DecodingConfig], batch_size: int, warmup_batches: int,
@@ -77,14 +87,12 @@ def run_strategies(model: TransducerModel, waveforms: list[np.ndarray], order: l
     encoder_seconds, decoder_seconds = 0.0, [0.0] * len(strategies)
     for number, indices in enumerate(batches[:warmup_batches] + batches):
         timed = number >= min(warmup_batches, len(batches))
-        lengths = torch.tensor([len(waveforms[i]) for i in indices])
-        batch = torch.zeros(len(indices), int(lengths.max()))
-        for row, i in enumerate(indices):
-            batch[row, : len(waveforms[i])] = torch.from_numpy(waveforms[i])
-        batch, lengths = batch.to(device), lengths.to(device)
+        # Warm-up needs the shapes, not hours of audio: a long recording is cut to its first seconds there.
+        cut = None if timed else WARMUP_SECONDS * model.sample_rate
+        rows = [torch.from_numpy(waveforms[i][:cut]).to(device) for i in indices]
         _synchronize(device)
         start = time.perf_counter()
-        encoded, frame_counts = model.encode(batch, lengths)
+        encoded, frame_counts = encode_batch(model, rows)  # long recordings in windows, as transcribe does
         _synchronize(device)
         if timed:
             encoder_seconds += time.perf_counter() - start
@@ -105,34 +113,41 @@ def evaluate_manifest(model: TransducerModel, manifest: str | Path, strategies: 
                       batch_size: int = 16, warmup_batches: int = 1, normalizer_name: str = "whisper",
                       output_dir: str | Path | None = None,
                       allow_upsampling: bool = False) -> tuple[list[StrategyReport], int]:
-    """Evaluate every strategy on the same audio; returns the reports and the number of unusable items."""
+    """Evaluate every strategy on the same audio; returns the reports and the number of unusable items.
+
+    Raises:
+        EvaluationError: the manifest has no entries, or no item could be evaluated (nothing is written).
+    """
     items, errors = read_manifest_items(Path(manifest))
     for error in errors:
         print(f"error: {error.where}: {error.message}", file=sys.stderr)
+    if not items and not errors:
+        raise EvaluationError(f"{manifest}: the manifest has no entries")
     failed = len(errors)
     usable: list[AudioItem] = []
     waveforms: list[np.ndarray] = []
     for item in items:
         if "text" not in item.entry:
-            print(f"error: {item.name}: the manifest entry has no reference text", file=sys.stderr)
+            print(item.error(f"{item.name}: the manifest entry has no reference text"), file=sys.stderr)
             failed += 1
             continue
         try:
             waveforms.append(load_audio(item.path, model.sample_rate, item.offset, item.duration, allow_upsampling))
         except AudioError as error:
-            print(f"error: {error}", file=sys.stderr)
+            print(item.error(str(error)), file=sys.stderr)
             failed += 1
             continue
         usable.append(item)
+    if not usable:
+        raise EvaluationError(f"{manifest}: none of its {failed} item(s) could be evaluated")
     normalize = normalizer(normalizer_name)
     references = [normalize(item.entry["text"]) for item in usable]
     audio_seconds = sum(len(w) for w in waveforms) / model.sample_rate
     # Sorting by duration keeps padding small, as every serious evaluation does.
     order = sorted(range(len(waveforms)), key=lambda i: len(waveforms[i]))
     reports = []
-    progress = _progress(len(waveforms) * len(strategies))
-    if progress is not None:
-        progress.set_description("evaluate " + ",".join(d.strategy for d in strategies))
+    progress = tqdm(total=len(waveforms) * len(strategies), unit="utt", disable=None,
+                    desc="evaluate " + ",".join(d.strategy for d in strategies))  # a bar on terminals only
     all_texts, encoder_s, decoder_s = run_strategies(model, waveforms, order, strategies, batch_size,
                                                      warmup_batches, progress)
     for decoding, texts, strategy_decoder_s in zip(strategies, all_texts, decoder_s):
@@ -143,31 +158,22 @@ def evaluate_manifest(model: TransducerModel, manifest: str | Path, strategies: 
                                       strategy_decoder_s))
         if output_dir is not None:
             _write_atomically(Path(output_dir) / f"predictions_{decoding.strategy}.jsonl", "".join(
-                json.dumps({**item.entry, "pred_text": text}) + "\n" for item, text in zip(usable, texts)))
-    if progress is not None:
-        progress.close()
+                json.dumps({**item.entry, "pred_text": text}, allow_nan=False) + "\n"
+                for item, text in zip(usable, texts)))
+    progress.close()
     if output_dir is not None:
         summary = [{**asdict(r), "rtfx": r.rtfx, "decoder_rtfx": r.decoder_rtfx} for r in reports]
         _write_atomically(Path(output_dir) / "summary.json", json.dumps(
             {"manifest": str(manifest), "normalizer": normalizer_name, "batch_size": batch_size,
              "warmup_batches": warmup_batches, "failed_items": failed,
              "length_policy": model.default_length_policy(next(model.parameters()).device),
-             "strategies": summary}, indent=2))
+             "strategies": summary}, indent=2, allow_nan=False))
     return reports, failed
-
-
-def _progress(total: int):
-    """A progress bar on an interactive terminal; none in logs and pipes, where it would only add noise."""
-    if not sys.stderr.isatty():
-        return None
-    from tqdm import tqdm
-
-    return tqdm(total=total, desc="evaluate", unit="utt")
 
 
 def _write_atomically(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".partial")
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, path)
 

@@ -13,17 +13,23 @@ MANIFEST_EXTENSIONS = {".json", ".jsonl"}
 
 @dataclass
 class AudioItem:
-    """One recording (or a part of one: ``offset``/``duration`` seconds) and, for manifests, its entry."""
+    """One recording (or a part of one: ``offset``/``duration`` seconds) and, for manifests, its entry and
+    ``origin``, the manifest and line it came from (``m.jsonl:7``)."""
 
     path: Path
     offset: float = 0.0
     duration: float | None = None
     entry: dict = field(default_factory=dict)
+    origin: str | None = None
 
     @property
     def name(self) -> str:
         part = f" [{self.offset:g}s+{self.duration:g}s]" if self.offset or self.duration is not None else ""
         return f"{self.path}{part}"
+
+    def error(self, message: str) -> str:
+        """An error line about this item, with the manifest line it came from."""
+        return f"error: {self.origin}: {message}" if self.origin else f"error: {message}"
 
 
 @dataclass
@@ -35,15 +41,21 @@ class InputError:
 
 
 def collect_inputs(paths: list[str]) -> tuple[list[AudioItem], list[InputError]]:
-    """Expand paths into audio items, in the order given (folders sorted, recursively)."""
+    """Expand paths into audio items, in the order given (folders sorted, recursively). A folder without audio
+    files and a manifest without entries are errors."""
     items: list[AudioItem] = []
     errors: list[InputError] = []
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            items.extend(AudioItem(p) for p in sorted(path.rglob("*")) if p.suffix.lower() in AUDIO_EXTENSIONS)
+            found = [AudioItem(p) for p in sorted(path.rglob("*")) if p.suffix.lower() in AUDIO_EXTENSIONS]
+            if not found:
+                errors.append(InputError(str(path), "no audio files in this directory"))
+            items.extend(found)
         elif path.suffix.lower() in MANIFEST_EXTENSIONS and path.is_file():
             manifest_items, manifest_errors = read_manifest_items(path)
+            if not manifest_items and not manifest_errors:
+                manifest_errors = [InputError(str(path), "the manifest has no entries")]
             items.extend(manifest_items)
             errors.extend(manifest_errors)
         else:
@@ -53,14 +65,14 @@ def collect_inputs(paths: list[str]) -> tuple[list[AudioItem], list[InputError]]
 
 def read_manifest_items(path: Path) -> tuple[list[AudioItem], list[InputError]]:
     """Items of a NeMo manifest; relative audio paths are resolved against the manifest's folder. Bad lines
-    become errors and the rest is kept."""
+    (NaN and Infinity count as bad: they are not JSON) become errors and the rest is kept."""
     items, errors = [], []
     with open(path, encoding="utf-8") as f:
         for number, line in enumerate(f, 1):
             if not line.strip():
                 continue
             try:
-                entry = json.loads(line)
+                entry = json.loads(line, parse_constant=_refuse_constant)
                 audio = Path(entry["audio_filepath"])
                 offset = float(entry.get("offset", 0.0) or 0.0)
                 duration = entry.get("duration")
@@ -68,7 +80,11 @@ def read_manifest_items(path: Path) -> tuple[list[AudioItem], list[InputError]]:
                 # otherwise it describes the whole file.
                 items.append(AudioItem(audio if audio.is_absolute() else path.parent / audio, offset,
                                        float(duration) if duration is not None and "offset" in entry else None,
-                                       entry))
+                                       entry, f"{path}:{number}"))
             except (json.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as error:
                 errors.append(InputError(f"{path}:{number}", f"not a manifest entry with audio_filepath ({error})"))
     return items, errors
+
+
+def _refuse_constant(name: str):
+    raise ValueError(f"{name} is not a JSON value")
