@@ -398,3 +398,35 @@ def test_a_pruned_loss_run_places_its_first_bands_with_the_ctc_head(tmp_path: Pa
     torch.testing.assert_close(trainer.simple_joint.encoder_output.weight, trainer.model.ctc.weight)
     torch.testing.assert_close(trainer.simple_joint.encoder_output.bias, trainer.model.ctc.bias)
     assert not trainer.simple_joint.predictor_output.weight.any()
+
+
+def test_load_model_names_a_directory_as_such(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=rf"{tmp_path}: is a directory; expected a transdec model file or a "
+                                         r"bundled model name \(tiny-en-rnnt, tiny-en-tdt, tiny-en-multiblank\)"):
+        transdec.load_model(tmp_path)
+    with pytest.raises(ValueError, match=f"{tmp_path}: is a directory, not a model file"):
+        read_checkpoint(tmp_path)
+
+
+def test_encode_takes_any_floating_dtype_and_refuses_integers(tokenizer: Tokenizer) -> None:
+    torch.manual_seed(0)
+    model = TransducerModel(tiny_config(HEADS[0]), tokenizer).eval()
+    audio = torch.randn(2, 16000) * 0.1
+    expected, lengths = model.encode(audio)
+    for dtype in (torch.float64, torch.float16, torch.bfloat16):
+        encoded, same_lengths = model.encode(audio.to(dtype))
+        assert encoded.dtype == torch.float32 and torch.equal(same_lengths, lengths)
+        if dtype == torch.float64:
+            torch.testing.assert_close(encoded, expected, rtol=1e-4, atol=1e-4)
+    double = TransducerModel(tiny_config(HEADS[0]), tokenizer).double().eval()
+    assert double.encode(audio)[0].dtype == torch.float64
+    with pytest.raises(ValueError, match=r"waveforms must be floating point .* got torch.int16; scale integer PCM"):
+        model.encode((audio * 32768).to(torch.int16))
+
+
+def test_encode_of_audio_shorter_than_one_frame_is_empty(tokenizer: Tokenizer) -> None:
+    model = TransducerModel(tiny_config(HEADS[0]), tokenizer).eval()
+    for samples in (0, 399):
+        encoded, lengths = model.encode(torch.zeros(2, samples))
+        assert encoded.shape == (2, 0, model.encoder.output_dim) and lengths.tolist() == [0, 0]
+        assert decode(model, encoded, lengths).hypotheses()[0].tokens == []

@@ -23,10 +23,13 @@ How the edges are handled:
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch import Tensor
+from torch.nn.utils.rnn import pad_sequence
 
 from transdec.model.features import FbankExtractor, normalize_per_feature
 from transdec.model.transducer_model import TransducerModel
@@ -105,3 +108,30 @@ def encode_long(model: TransducerModel, waveform: Tensor, chunking: ChunkingConf
         outputs.append(encoded[:, keep_from:keep_to])
     encoded = torch.cat(outputs, dim=1) if outputs else features.new_zeros(1, 0, model.encoder.output_dim)
     return encoded, torch.tensor([encoded.shape[1]], device=features.device)
+
+
+@torch.inference_mode()
+def encode_batch(model: TransducerModel, waveforms: Sequence[np.ndarray | Tensor],
+                 chunking: ChunkingConfig | None = ChunkingConfig()) -> tuple[Tensor, Tensor]:
+    """Encoder output ``[B, T, D]`` and frame counts ``[B]`` of 1-D float sample arrays of any length.
+
+    The recordings that ``chunking`` leaves whole are encoded together as one padded batch, each longer one
+    alone in windows (:func:`encode_long`), so memory stays linear in the audio however long it is. Rows are
+    zero past their frame counts; ``chunking=None`` encodes everything whole.
+    """
+    device = next(model.parameters()).device
+    samples = [torch.as_tensor(w) for w in waveforms]
+    long = [i for i, w in enumerate(samples) if chunking is not None and needs_chunking(model, len(w), chunking)]
+    short = [i for i in range(len(samples)) if i not in long]
+    lengths = torch.tensor([len(samples[i]) for i in short], dtype=torch.int64)
+    batch = torch.zeros(len(short), int(lengths.max()) if short else 0, device=device)
+    for row, i in enumerate(short):
+        batch[row, : len(samples[i])] = samples[i]
+    encoded, frame_counts = model.encode(batch, lengths.to(device))
+    if not long:
+        return encoded, frame_counts
+    rows = dict(zip(short, (encoded[row, :count] for row, count in enumerate(frame_counts.tolist()))))
+    for i in long:
+        rows[i] = encode_long(model, samples[i].to(device), chunking)[0][0]
+    ordered = [rows[i] for i in range(len(samples))]
+    return pad_sequence(ordered, batch_first=True), torch.tensor([len(r) for r in ordered], device=device)

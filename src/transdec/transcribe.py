@@ -13,7 +13,7 @@ import torch
 
 from transdec.audio import load_audio
 from transdec.decoding import DecodingConfig, Hypothesis, decode
-from transdec.long_audio import ChunkingConfig, encode_long, needs_chunking
+from transdec.long_audio import ChunkingConfig, encode_batch
 from transdec.model.transducer_model import TransducerModel
 
 AudioInput = str | os.PathLike | np.ndarray | torch.Tensor
@@ -64,13 +64,36 @@ def words_of(model: TransducerModel, hyp: Hypothesis) -> list[WordTiming]:
     return words
 
 
-def _as_waveform(item: AudioInput, sample_rate: int) -> np.ndarray:
+def _as_waveform(item: AudioInput, sample_rate: int, name: str = "the audio array") -> np.ndarray:
+    """Mono float32 samples of a file, or of a 1-D array (or one channel of a 2-D one) at ``sample_rate``.
+
+    Integer PCM is scaled to [-1, 1) as soundfile reads it: signed by ``2 ** (bits - 1)``, unsigned (8-bit
+    WAV) centred on ``2 ** (bits - 1)`` first.
+    """
     if isinstance(item, (str, os.PathLike)):
         return load_audio(Path(item), sample_rate)
-    array = item.detach().cpu().numpy() if isinstance(item, torch.Tensor) else np.asarray(item)
+    if isinstance(item, torch.Tensor):
+        item = item.detach().cpu()
+        array = (item.float() if item.is_floating_point() else item).numpy()
+    else:
+        array = np.asarray(item)
+    if array.ndim == 2 and 1 in array.shape:
+        array = array.reshape(-1)
     if array.ndim != 1:
-        raise ValueError(f"an audio array must be 1-D mono samples at {sample_rate} Hz, got shape {array.shape}")
-    return array.astype(np.float32, copy=False)
+        raise ValueError(f"{name}: an audio array must be 1-D mono samples at {sample_rate} Hz (or one channel), got "
+                         f"shape {array.shape}; mix the channels to mono first (their mean)")
+    if array.dtype.kind in "iu":
+        full_scale = 2.0 ** (8 * array.itemsize - 1)
+        centre = full_scale if array.dtype.kind == "u" else 0.0
+        return (array.astype(np.float32) - np.float32(centre)) / np.float32(full_scale)
+    if array.dtype.kind != "f":
+        raise ValueError(f"{name}: audio samples must be floating point or integer PCM, got {array.dtype}")
+    array = array.astype(np.float32, copy=False)
+    bad = ~np.isfinite(array)
+    if bad.any():
+        raise ValueError(f"{name}: {int(bad.sum())} sample(s) are NaN or infinite, the first at "
+                         f"{int(bad.argmax()) / sample_rate:.3f} s")
+    return array
 
 
 def _transcript(model: TransducerModel, hyp: Hypothesis, num_samples: int) -> Transcript:
@@ -85,28 +108,19 @@ def transcribe(model: TransducerModel, inputs: Sequence[AudioInput], decoding: D
     model's rate. Inputs are batched by similar length; results come back in input order. Recordings longer
     than ``chunking`` allows are encoded in overlapping windows (see :mod:`transdec.long_audio`); ``None``
     encodes everything whole.
+
+    Arrays may be float (audio in [-1, 1]) or integer PCM (scaled as soundfile reads it: int16 / 32768,
+    int32 / 2**31, uint8 centred on 128); a 2-D array must hold one channel. Audio shorter than one feature
+    window, empty audio included, gives an empty transcript; NaN or infinite samples are a ValueError.
     """
     if isinstance(inputs, (str, os.PathLike, np.ndarray, torch.Tensor)):
         inputs = [inputs]
-    waveforms = [_as_waveform(item, model.sample_rate) for item in inputs]
-    device = next(model.parameters()).device
+    waveforms = [_as_waveform(item, model.sample_rate, f"inputs[{number}]") for number, item in enumerate(inputs)]
     results: list[Transcript | None] = [None] * len(waveforms)
-    short = []
-    for i, waveform in enumerate(waveforms):
-        if chunking is not None and needs_chunking(model, len(waveform), chunking):
-            encoded, frame_counts = encode_long(model, torch.from_numpy(waveform).to(device), chunking)
-            results[i] = _transcript(model, decode(model, encoded, frame_counts, decoding).hypotheses()[0],
-                                     len(waveform))
-        else:
-            short.append(i)
-    order = sorted(short, key=lambda i: len(waveforms[i]))
+    order = sorted(range(len(waveforms)), key=lambda i: len(waveforms[i]))
     for start in range(0, len(order), batch_size):
         indices = order[start : start + batch_size]
-        lengths = torch.tensor([len(waveforms[i]) for i in indices])
-        batch = torch.zeros(len(indices), int(lengths.max()) if len(indices) else 0)
-        for row, i in enumerate(indices):
-            batch[row, : len(waveforms[i])] = torch.from_numpy(waveforms[i])
-        encoded, frame_counts = model.encode(batch.to(device), lengths.to(device))
+        encoded, frame_counts = encode_batch(model, [waveforms[i] for i in indices], chunking)
         for i, hyp in zip(indices, decode(model, encoded, frame_counts, decoding).hypotheses()):
             results[i] = _transcript(model, hyp, len(waveforms[i]))
     return results  # type: ignore[return-value]

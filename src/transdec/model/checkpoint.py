@@ -51,6 +51,8 @@ def save_model(model: TransducerModel, path: str | os.PathLike[str], *, half: bo
 def read_checkpoint(path: str | os.PathLike[str]) -> dict[str, Any]:
     """The raw checkpoint dictionary, checked for format and version."""
     path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"{path}: is a directory, not a model file")
     if not path.is_file():
         raise FileNotFoundError(f"model file {path} does not exist")
     try:
@@ -69,6 +71,9 @@ def load_model(name_or_path: str | os.PathLike[str], device: str | torch.device 
     """Load a bundled model by name (``"tiny-en-rnnt"``, ...) or any model file by path, in eval mode."""
     name = str(name_or_path)
     path = bundled_model_path(name) if name in BUNDLED_MODELS else Path(name)
+    if path.is_dir():
+        raise ValueError(f"{path}: is a directory; expected a transdec model file or a bundled model name "
+                         f"({', '.join(BUNDLED_MODELS)})")
     if not path.exists():
         raise FileNotFoundError(f"no model file {name!r}; the bundled models are {list(BUNDLED_MODELS)}")
     payload = read_checkpoint(path)

@@ -144,6 +144,11 @@ class TransducerModel(nn.Module):
         """Duration of one encoder frame (the unit of timestamps), e.g. 0.08 s at 8x subsampling."""
         return self.config.features.frame_shift_ms / 1000 * self.config.encoder.subsampling_factor
 
+    @property
+    def _dtype(self) -> torch.dtype:
+        """The encoder's dtype, which its inputs are cast to."""
+        return next(self.encoder.parameters()).dtype
+
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
 
@@ -155,9 +160,19 @@ class TransducerModel(nn.Module):
         that is ``None`` to :meth:`default_length_policy` of the input's device. In training mode it defaults
         to ``"none"``: training pads its batches itself (``TrainConfig.pad_to_seconds``) and keeps cuDNN's
         fast backward kernels. The output is the same under every policy, up to float rounding.
+
+        Waveforms of any floating dtype are taken (the encoder runs in the model's dtype); integer PCM is
+        refused, as its scale is not that of audio in [-1, 1]. Audio shorter than one feature window (25 ms)
+        gives no encoder frame.
         """
+        if isinstance(waveforms, Tensor) and not waveforms.is_floating_point():
+            raise ValueError(f"waveforms must be floating point (audio in [-1, 1]), got {waveforms.dtype}; "
+                             "scale integer PCM first (int16 / 32768, int32 / 2**31)")
         policy = self._length_policy(waveforms, length_policy)
         frames = self.features.num_frames(waveforms.shape[1])
+        if frames == 0:  # the encoder cannot run on no frames
+            features, frame_counts = self.features(waveforms, lengths)  # checks the inputs, counts 0 frames
+            return features.new_zeros(features.shape[0], 0, self.encoder.output_dim, dtype=self._dtype), frame_counts
         if policy in ("pad", "pad_no_cudnn") and frames > 0:
             # Pad the samples to exactly the bucket's frames, so that the features' FFTs see repeated shapes
             # too. The features of the real frames do not read past their samples.
@@ -175,6 +190,7 @@ class TransducerModel(nn.Module):
         """``features [B, T, F]``, ``lengths [B]`` -> ``(encoder_out [B, T', D], lengths [B])``; ``length_policy``
         as in :meth:`encode`."""
         policy = self._length_policy(features, length_policy)
+        features = features.to(self._dtype)
         frames = features.shape[1]
         if policy in ("pad", "pad_no_cudnn"):
             # Zero frames past every length: the encoder masks them (convolutions, attention keys), so the real
