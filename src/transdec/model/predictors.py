@@ -64,8 +64,8 @@ class LSTMPredictor(nn.Module):
         """One label per hypothesis: ``labels [B]`` -> ``(output [B, H], (h, c))``.
 
         The cell is written out with matrix products rather than calling ``nn.LSTM``: on CPU, ``nn.LSTM``
-        with one time step goes through oneDNN and was measured 10x slower per step at batch 1 (see
-        ``docs/benchmarks.md``), and the explicit form does not depend on global backend flags. Decoding
+        with one time step goes through oneDNN and was measured 3-7x slower per step (see
+        ``docs/benchmarks.md``, "LSTM predictor step"), and the explicit form does not depend on global backend flags. Decoding
         at batch 1 is bound by per-operation overhead, so the first layer's input gates come from a
         table ``embedding @ W_ih + biases`` (one row per label, rebuilt whenever a weight changes) and
         the gate non-linearities are applied in as few operations as possible.
