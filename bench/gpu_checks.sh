@@ -2,7 +2,8 @@
 # Every GPU check of transdec in one go, for a CUDA machine that may have no network: the CUDA tests, then
 # the benchmarks, each writing its output under $OUT (default /tmp/transdec-gpu) as it goes.
 #
-#   bash bench/gpu_checks.sh [STAGE ...]     stages: env tests decoders encoder evaluate (default: all)
+#   bash bench/gpu_checks.sh [STAGE ...]     stages: env tests decoders encoder evaluate training
+#                                            (default: all)
 #
 # Packages the machine lacks (NeMo for its reference decoders, soundfile for audio) are installed from
 # wheels in .whl/ if that folder exists (bench/gpu_wheels.sh makes it); the audio of the `evaluate` stage,
@@ -17,7 +18,7 @@ if [ -d .whl ]; then
         && export PYTHONPATH="$PYTHONPATH:/tmp/site"
 fi
 stages=("$@")
-[ ${#stages[@]} -gt 0 ] || stages=(env tests decoders encoder evaluate)
+[ ${#stages[@]} -gt 0 ] || stages=(env tests decoders encoder evaluate training)
 
 for stage in "${stages[@]}"; do
     echo "== $stage ($SECONDS s)"
@@ -39,6 +40,17 @@ for stage in "${stages[@]}"; do
         evaluate)
             timeout "${EVALUATE_SECONDS:-150}" python3 -m transdec.cli evaluate .gpu-data/test.jsonl --device cuda \
                 --decoding greedy_label --normalizer none 2>&1 | tee "$OUT/evaluate.txt" ;;
+        training)  # the loss's frame loops against its Triton kernels; training steps, padded and not
+            {
+                for shape in "--batch 32 --frames 100 --tokens 50" "--batch 16 --frames 500 --tokens 250"; do
+                    # shellcheck disable=SC2086
+                    python3 bench/losses.py --device cuda --lattices loop kernel --vocab 256 --repeats 5 $shape
+                done
+                python3 bench/train_step.py --manifest .gpu-data/test.jsonl --device cuda --bf16 --layers 8 \
+                    --prune-ranges 5 --lattices loop kernel --batch-seconds 100 --steps 5
+                python3 bench/train_step.py --manifest .gpu-data/test.jsonl --device cuda --bf16 --layers 8 \
+                    --prune-ranges 5 --lattices kernel --pad-to-seconds 0 1 --batch-seconds 100 --steps 40
+            } 2>&1 | tee "$OUT/training.txt" ;;
         *) echo "unknown stage $stage" ;;
     esac
 done

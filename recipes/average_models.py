@@ -1,7 +1,7 @@
 """Averages the weights of model files of one shape (bundled names or paths) into one file, float16.
 
-    .venv/bin/python recipes/average_models.py tiny-en-rnnt exp/cpu40/tiny-en-rnnt-half.pt \
-        --output exp/cpu40/tiny-en-rnnt-soup-half.pt
+    .venv/bin/python recipes/average_models.py tiny-en-rnnt exp/fine-tuned/tiny-en-rnnt.pt \
+        --output exp/fine-tuned/tiny-en-rnnt-soup.pt
 
 `transdec average` averages a run's checkpoints; this averages finished files, for a soup of a bundled model
 and a run that started from it when the bundled file's own checkpoints are no longer there.

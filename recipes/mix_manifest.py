@@ -1,20 +1,20 @@
 """Writes one training manifest that mixes the corpus's split manifests with a voice balance.
 
-    .venv/bin/python recipes/mix_manifest.py data/synth/train_mix.jsonl --data data/synth \
+    .venv/bin/python recipes/mix_manifest.py data/synth/mix_fine_tuning.jsonl --data data/synth \
         --splits train train_wordnet train_wordnet_glosses train_piper_extra \
-        --piper-copies train=3 train_wordnet_glosses=2 train_piper_extra=3 \
-        --espeak-share 0.5 --espeak-whole train --seed 35505
+        --piper-copies train=3 train_wordnet=3 train_wordnet_glosses=2 train_piper_extra=3 \
+        --espeak-share 0.5 --espeak-whole train
 
 Piper rows are listed ``--piper-copies`` times (per split, 1 where not given); espeak-ng rows are kept whole in
 the ``--espeak-whole`` splits and otherwise each kept with probability ``--espeak-share``, drawn in the order of
 ``--splits`` from a generator seeded with ``--seed``. The generator is called only for those espeak-ng rows, so a
-mix is reproduced exactly from the same split manifests and seed (the recipe records each one).
+mix is reproduced exactly from the same split manifests and seed.
 
 With ``--rare-below N``, a row whose transcript has n words read fewer than N times in all the listed splits'
 rows is listed ``min(n, --rare-max-copies)`` times as often, and left out when n is 0: most greedy errors are on
-words that training heard rarely (``docs/models.md``, "Where the errors are"), so a round on such a mix hears them
-more often (with N = 100 on the splits of ``recipes/train_bundled.sh``'s step 46, words read 10-99 times are 19%
-of the words heard instead of 14%; that round did not get better on them).
+words that training heard rarely (``docs/models.md``, "Where the errors are"), so a run on such a mix hears them
+more often (with N = 100 on the bundled models' training splits, words read 10-99 times are 19% of the words heard
+instead of 14%); it did not make the RNN-T better on them ("Known weaknesses").
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """A small held-out test set that travels: for timing ``transdec evaluate`` on a machine that cannot synthesise
-speech (the GPU box has no network, no espeak-ng and no soundfile of its own).
+speech (a GPU machine without network access, espeak-ng or soundfile).
 
     .venv/bin/python recipes/speed_test_set.py --out .gpu-data
     .venv/bin/transdec evaluate .gpu-data/test.jsonl --decoding greedy_label --device cuda

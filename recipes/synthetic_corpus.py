@@ -28,10 +28,9 @@ Milton, Dryden, the Bible, ...; literary and archaic English like the Bible's an
 English (Chaucer, Gower, ...) or Spenser's spelling, and without any sentence that shares five consecutive words
 with a dev or test sentence, since many quotations are pieces of Bible verses. These splits list every espeak-ng
 reading before the Piper ones, so a partly synthesised split has all of the fast voice first; ``audio --voices
-piper --index-range 0 N`` synthesises only a part (here Piper's first N readings), so a fresh machine can make
-what a round needs. ``--test-fresh-per-voice N`` plans ``test_fresh``: the next 2N test sentences (the
-test hash leaves ~1,600, the test set reads 800), N per voice family, for a figure that no choice between
-models has seen.
+piper --index-range 0 N`` synthesises only a part (here Piper's first N readings), what a training mix needs.
+``--test-fresh-per-voice N`` plans ``test_fresh``: the next 2N test sentences (the test hash leaves ~1,600, the
+test set reads 800), N per voice family, for a figure that no choice between models has seen.
 Every utterance then gets a random gain and, most of the time, white noise at 15-40 dB SNR, and is stored
 as 16-bit FLAC at 16 kHz. The plan (text, voice, every random setting) is fixed by the seed, so a rerun
 produces the same corpus (Piper's noise too: it is drawn from the plan's seed, see ``_graph_with_noise_inputs``).
@@ -326,9 +325,10 @@ def _graph_with_noise_inputs(model_path: Path) -> tuple[bytes, list[str]]:
     """The Piper voice's ONNX graph with each RandomNormalLike node replaced by a slice of a noise input
     ``[1, NOISE_CHANNELS, frames]``, and the names of those inputs.
 
-    ONNX Runtime draws that noise from one generator per session that advances with every call, so a pool of
-    workers gave different audio on every run (0.5 points of Piper test WER between two syntheses of the same
-    plan); fed from a generator seeded by the plan, an utterance's audio depends on its plan alone.
+    ONNX Runtime draws that noise from one generator per session that advances with every call, so with a pool
+    of workers the audio would depend on which process read which sentences before (0.5 points of Piper test WER
+    between two syntheses of the same plan); fed from a generator seeded by the plan, an utterance's audio depends
+    on its plan alone.
     """
     import numpy as np
     import onnx
@@ -404,7 +404,7 @@ def synthesise(utt: dict):
         # A text starting with "-" would be read by espeak-ng as an option.
         text = utt["tts_text"].lstrip("- ")
         # Through a pipe rather than a temporary file: on a full disk espeak-ng truncates its output file and
-        # still exits 0, which left a cut-off utterance in the corpus (2026-11-26).
+        # still exits 0, which would leave a cut-off utterance in the corpus.
         wav = subprocess.run(["espeak-ng", "-v", utt["espeak_voice"], "-s", str(utt["speed"]), "-p", str(utt["pitch"]),
                               "--stdout", text], check=True, capture_output=True).stdout
         audio, rate = soundfile.read(io.BytesIO(wav), dtype="float32")

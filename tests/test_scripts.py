@@ -1,9 +1,12 @@
 """The measuring scripts behind docs/ (recipes/*.py that score models, bench/*.py that read manifests) run end to end
-on a tiny model and corpus: their figures are only checked by eye, so at least they must not break."""
+on a tiny model and corpus: their figures are only checked by eye, so at least they must not break. The training
+recipe (recipes/train_bundled.sh) lists every stage's commands, and `transdec` accepts them."""
 
 from __future__ import annotations
 
 import json
+import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -11,7 +14,9 @@ from pathlib import Path
 import pytest
 import torch
 
+import transdec
 from test_model_and_training import HEADS, TEXTS, tiny_config, write_corpus
+from transdec import cli
 from transdec.model.checkpoint import load_model, save_model
 from transdec.model.tokenizer import Tokenizer
 from transdec.model.transducer_model import TransducerModel
@@ -192,3 +197,91 @@ def test_paired_wer_counts_utterances_each_model_gets_better(tmp_path: Path) -> 
     (tmp_path / "c.jsonl").write_text((tmp_path / "a.jsonl").read_text().replace("0.wav", "9.wav"))
     bad = run_script("recipes/paired_wer.py", tmp_path / "a.jsonl", tmp_path / "c.jsonl")
     assert bad.returncode != 0 and "not predictions for the same utterances" in bad.stderr
+
+
+RECIPE_SETTINGS = ("PY", "TRANSDEC", "TRAIN_OPTIONS", "RNNT_MIN", "TDT_MIN", "MB_MIN", "FT_MIN", "FT_PEAK")
+
+
+def recipe_dry_run(tmp_path: Path, *options: str) -> list[str]:
+    """The lines ``recipes/train_bundled.sh --dry-run OPTIONS`` prints, with its data and runs under ``tmp_path``
+    and its default settings."""
+    env = {name: value for name, value in os.environ.items() if name not in RECIPE_SETTINGS}
+    result = subprocess.run(["bash", "recipes/train_bundled.sh", "--dry-run", "--data", str(tmp_path / "data"),
+                             "--exp", str(tmp_path / "exp"), *options], cwd=ROOT, env=env, capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout.splitlines()
+
+
+def recipe_commands(lines: list[str]) -> list[list[str]]:
+    """The commands of a dry run (``+ COMMAND [> FILE]``), each without its output redirection."""
+    commands = [shlex.split(line[2:]) for line in lines if line.startswith("+ ")]
+    return [command[:command.index(">")] if ">" in command else command for command in commands]
+
+
+def option(command: list[str], name: str) -> str | None:
+    """The value of the last ``name`` in ``command`` (a later option overrides an earlier one), else None."""
+    values = [command[i + 1] for i, word in enumerate(command[:-1]) if word == name]
+    return values[-1] if values else None
+
+
+def test_training_recipe_lists_every_stage_and_writes_nothing(tmp_path: Path) -> None:
+    lines = recipe_dry_run(tmp_path)
+    assert [line.split(":")[0] for line in lines if line.startswith("== ")] == [f"== stage {n}" for n in range(8)]
+    commands = recipe_commands(lines)
+    scripts = {command[1] for command in commands if command[1].startswith("recipes/")}
+    assert scripts == {"recipes/synthetic_corpus.py", "recipes/mix_manifest.py", "recipes/grow_encoder.py",
+                       "recipes/model_report.py", "recipes/long_form_wer.py"}
+    assert all((ROOT / script).is_file() for script in scripts)
+    assert [option(command, "--exp-dir") for command in commands if command[1] == "train"] == [
+        str(tmp_path / "exp" / run) for run in ("rnnt-6", "tdt-6", "multiblank-6", "rnnt-8", "multiblank-8")]
+    assert not (tmp_path / "data").exists() and not (tmp_path / "exp").exists()
+
+
+def test_training_recipe_trains_the_bundled_shapes(tmp_path: Path) -> None:
+    commands = recipe_commands(recipe_dry_run(tmp_path))
+    runs = {option(command, "--exp-dir"): command for command in commands if command[1] == "train"}
+    finals = {Path(option(command, "--output")).stem: option(command, "--exp-dir") for command in commands
+              if command[1] == "average" and "--half" in command}
+    assert sorted(finals) == sorted(["tiny-en-rnnt", "tiny-en-tdt", "tiny-en-multiblank"])
+    for name, run in finals.items():
+        config, train = transdec.load_model(name).config, runs[run]
+        assert option(train, "--head") == config.head.kind
+        assert int(option(train, "--vocab-size")) == config.head.num_tokens
+        assert int(option(train, "--layers")) == config.encoder.num_layers
+        assert int(option(train, "--attention-context")) == config.encoder.attention_context
+        assert option(train, "--predictor") == config.predictor.kind
+        assert int(option(train, "--predictor-hidden")) == config.predictor.hidden_size
+        assert int(option(train, "--joint-dim")) == config.joint_dim
+        assert float(option(train, "--dropout")) == config.encoder.dropout
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_transdec_accepts_the_training_recipe_commands(tmp_path: Path, device: str, monkeypatch, capsys) -> None:
+    monkeypatch.setenv("TRANSDEC_GLIBC_MALLOC", "default")  # leave this process's allocator as it is
+    commands = recipe_commands(recipe_dry_run(tmp_path, "--device", device))
+    transdec_commands = [command[1:] for command in commands if command[0].endswith("transdec")]
+    assert len(transdec_commands) == 5 + 5 + 3  # each run trained and averaged, then the three model files
+    for argv in transdec_commands:
+        try:
+            cli.main(argv)  # parses, then stops at the missing manifest or checkpoints (or the missing GPU)
+        except (SystemExit, FileNotFoundError):
+            pass
+        assert "usage:" not in capsys.readouterr().err, argv  # argparse accepted every option
+        if argv[0] == "train":
+            assert (option(argv, "--device") or "cpu") == device and ("--bf16" in argv) == (device == "cuda")
+
+
+def test_training_recipe_stages_and_skips(tmp_path: Path) -> None:
+    lines = recipe_dry_run(tmp_path, "--stage", "3", "--stop-stage", "4")
+    assert [line for line in lines if line.startswith("== ")] == [
+        "== stage 3: tokenizer and RNN-T from scratch", "== stage 4: TDT and multi-blank from the RNN-T"]
+    (tmp_path / "exp").mkdir()
+    (tmp_path / "exp" / "rnnt-6.pt").write_text("a finished run")
+    lines = recipe_dry_run(tmp_path, "--stage", "3", "--stop-stage", "4")
+    assert f"# {tmp_path / 'exp' / 'rnnt-6.pt'} exists: skipped" in lines
+    assert [option(command, "--exp-dir") for command in recipe_commands(lines) if command[1] == "train"] == [
+        str(tmp_path / "exp" / "tdt-6"), str(tmp_path / "exp" / "multiblank-6")]
+    bad = subprocess.run(["bash", "recipes/train_bundled.sh", "--device", "tpu"], cwd=ROOT, capture_output=True,
+                         text=True, timeout=60)
+    assert bad.returncode == 2 and "--device must be cpu or cuda" in bad.stderr
