@@ -150,39 +150,44 @@ def compare(model, greedy, encoder_out, lengths, check_durations: bool) -> dict:
     return counts
 
 
+def models(args, device: torch.device):
+    """``(size, head kind, dtype name, dtype, model, encoder dim)`` for every size, head and dtype asked for."""
+    for size in args.sizes.split(","):
+        for kind in args.heads.split(","):
+            base, encoder_dim = build(size, kind, args.seed)
+            for dtype_name in args.dtypes.split(","):
+                dtype = getattr(torch, dtype_name)
+                yield size, kind, dtype_name, dtype, copy.deepcopy(base).to(device=device, dtype=dtype), encoder_dim
+
+
 def check(args) -> bool:
     device = torch.device(args.device)
     graphs = {"off": [False], "on": [True], "both": [False, True]}[args.graphs]
     ok = True
     print("| size | head | dtype | B | NeMo graphs | utterances | tokens equal | timestamps equal | durations equal | tokens/frame | NeMo s (1st calls) | transdec s (1st calls) |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
-    for size in args.sizes.split(","):
-        for kind in args.heads.split(","):
-            base, encoder_dim = build(size, kind, args.seed)
-            for dtype_name in args.dtypes.split(","):
-                dtype = getattr(torch, dtype_name)
-                model = copy.deepcopy(base).to(device=device, dtype=dtype)
-                for batch_size in (int(b) for b in args.batch_sizes.split(",")):
-                    count = 8 if batch_size == 1 else args.utterances
-                    data = batches(count, encoder_dim, batch_size, args.seed + 1000, dtype, device)
-                    frames = sum(int(lengths.sum()) for _, lengths in data)
-                    for use_graphs in graphs:
-                        greedy = nemo_greedy.nemo_greedy(model, device, dtype, cuda_graphs=use_graphs,
-                                                         max_symbols_per_step=MAX_SYMBOLS, log_softmax=log_softmax_option(args))
-                        total = {"utterances": 0, "tokens": 0, "timestamps": 0, "durations": 0, "emitted": 0,
-                                 "differing": [], "nemo_s": 0.0, "ours_s": 0.0}
-                        for encoder_out, lengths in data:
-                            result = compare(model, greedy, encoder_out, lengths, check_durations=batch_size == 1)
-                            for key in total:
-                                total[key] += result[key]
-                        ok &= total["tokens"] == total["utterances"] and total["timestamps"] == total["utterances"]
-                        durations = f"{total['durations']}/{total['utterances']}" if kind == "tdt" and batch_size == 1 else "-"
-                        mode = nemo_greedy.cuda_graphs_mode(greedy) if device.type == "cuda" and use_graphs else "off"
-                        print(f"| {size} | {kind} | {dtype_name} | {batch_size} | {mode} | {total['utterances']} | "
-                              f"{total['tokens']} | {total['timestamps']} | {durations} | {total['emitted'] / frames:.2f} | "
-                              f"{total['nemo_s']:.2f} | {total['ours_s']:.2f} |"
-                              + ("" if total["tokens"] == total["utterances"] else f" differing: {total['differing']}"),
-                              flush=True)
+    for size, kind, dtype_name, dtype, model, encoder_dim in models(args, device):
+        for batch_size in (int(b) for b in args.batch_sizes.split(",")):
+            count = 8 if batch_size == 1 else args.utterances
+            data = batches(count, encoder_dim, batch_size, args.seed + 1000, dtype, device)
+            frames = sum(int(lengths.sum()) for _, lengths in data)
+            for use_graphs in graphs:
+                greedy = nemo_greedy.nemo_greedy(model, device, dtype, cuda_graphs=use_graphs,
+                                                 max_symbols_per_step=MAX_SYMBOLS, log_softmax=log_softmax_option(args))
+                total = {"utterances": 0, "tokens": 0, "timestamps": 0, "durations": 0, "emitted": 0,
+                         "differing": [], "nemo_s": 0.0, "ours_s": 0.0}
+                for encoder_out, lengths in data:
+                    result = compare(model, greedy, encoder_out, lengths, check_durations=batch_size == 1)
+                    for key in total:
+                        total[key] += result[key]
+                ok &= total["tokens"] == total["utterances"] and total["timestamps"] == total["utterances"]
+                durations = f"{total['durations']}/{total['utterances']}" if kind == "tdt" and batch_size == 1 else "-"
+                mode = nemo_greedy.cuda_graphs_mode(greedy) if device.type == "cuda" and use_graphs else "off"
+                print(f"| {size} | {kind} | {dtype_name} | {batch_size} | {mode} | {total['utterances']} | "
+                      f"{total['tokens']} | {total['timestamps']} | {durations} | {total['emitted'] / frames:.2f} | "
+                      f"{total['nemo_s']:.2f} | {total['ours_s']:.2f} |"
+                      + ("" if total["tokens"] == total["utterances"] else f" differing: {total['differing']}"),
+                      flush=True)
     return ok
 
 
@@ -196,33 +201,28 @@ def check_changing_batches(args) -> bool:
     device = torch.device(args.device)
     batch_sizes = (1, 4, 32, 8, 1, 32, 3)
     ok = True
-    for size in args.sizes.split(","):
-        for kind in args.heads.split(","):
-            base, encoder_dim = build(size, kind, args.seed)
-            for dtype_name in args.dtypes.split(","):
-                dtype = getattr(torch, dtype_name)
-                model = copy.deepcopy(base).to(device=device, dtype=dtype)
-                greedy = nemo_greedy.nemo_greedy(model, device, dtype, cuda_graphs=True, max_symbols_per_step=MAX_SYMBOLS,
-                                                 log_softmax=log_softmax_option(args))
-                computer = greedy.decoding_computer
-                if device.type != "cuda":
-                    computer.force_cuda_graphs_mode("no_graphs")
-                seen = []
-                for i, batch_size in enumerate(batch_sizes):
-                    encoder_out, lengths = batches(batch_size, encoder_dim, batch_size, args.seed + 7 * i, dtype, device)[0]
-                    if device.type == "cuda":
-                        theirs = nemo_greedy.nemo_decode(greedy, encoder_out, lengths)
-                    else:
-                        with torch.inference_mode():
-                            hyps, _ = computer.cuda_graphs_impl(encoder_output=encoder_out, encoder_output_length=lengths)
-                        theirs = nemo_greedy.batched_tokens(hyps, batch_size)
-                    config = DecodingConfig(strategy="greedy_label", max_symbols_per_frame=MAX_SYMBOLS)
-                    ours = [h.tokens for h in transdec.decode(model, encoder_out, lengths, config).hypotheses()]
-                    same = sum(o == t for o, t in zip(ours, theirs))
-                    ok &= same == batch_size
-                    seen.append(f"B={batch_size}: {same}/{batch_size} (state B={computer.state.batch_size}, T={computer.state.max_time})")
-                print(f"changing batches, {size} {kind} {dtype_name}, NeMo mode {nemo_greedy.cuda_graphs_mode(greedy)}"
-                      f"{'' if device.type == 'cuda' else ' (run eagerly on CPU)'}: " + "; ".join(seen), flush=True)
+    for size, kind, dtype_name, dtype, model, encoder_dim in models(args, device):
+        greedy = nemo_greedy.nemo_greedy(model, device, dtype, cuda_graphs=True, max_symbols_per_step=MAX_SYMBOLS,
+                                         log_softmax=log_softmax_option(args))
+        computer = greedy.decoding_computer
+        if device.type != "cuda":
+            computer.force_cuda_graphs_mode("no_graphs")
+        seen = []
+        for i, batch_size in enumerate(batch_sizes):
+            encoder_out, lengths = batches(batch_size, encoder_dim, batch_size, args.seed + 7 * i, dtype, device)[0]
+            if device.type == "cuda":
+                theirs = nemo_greedy.nemo_decode(greedy, encoder_out, lengths)
+            else:
+                with torch.inference_mode():
+                    hyps, _ = computer.cuda_graphs_impl(encoder_output=encoder_out, encoder_output_length=lengths)
+                theirs = nemo_greedy.batched_tokens(hyps, batch_size)
+            config = DecodingConfig(strategy="greedy_label", max_symbols_per_frame=MAX_SYMBOLS)
+            ours = [h.tokens for h in transdec.decode(model, encoder_out, lengths, config).hypotheses()]
+            same = sum(o == t for o, t in zip(ours, theirs))
+            ok &= same == batch_size
+            seen.append(f"B={batch_size}: {same}/{batch_size} (state B={computer.state.batch_size}, T={computer.state.max_time})")
+        print(f"changing batches, {size} {kind} {dtype_name}, NeMo mode {nemo_greedy.cuda_graphs_mode(greedy)}"
+              f"{'' if device.type == 'cuda' else ' (run eagerly on CPU)'}: " + "; ".join(seen), flush=True)
     return ok
 
 

@@ -71,9 +71,9 @@ class LSTMPredictor(nn.Module):
         the gate non-linearities are applied in as few operations as possible.
         """
         h, c = state
-        hidden, params = self.hidden_size, self.lstm._parameters
         if labels.is_cuda:
             return self._fused_cell_step(labels, h, c)
+        hidden, params = self.hidden_size, self.lstm._parameters
         new_h, new_c = [], []
         x = None
         for layer in range(self.num_layers):
