@@ -25,7 +25,7 @@ from typing import Iterator
 import torch
 
 from transdec.decoding import DecodingConfig, InexactDecodingWarning, decode, greedy_label_looping
-from transdec.model import HeadSpec
+from transdec.protocol import HeadSpec
 from transdec.model.synthetic import random_decoder, random_encoder_output
 from transdec.runtime import decoding_threads
 

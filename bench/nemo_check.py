@@ -40,7 +40,7 @@ from greedy import calibrated_model, utterance_lengths  # noqa: E402
 
 import transdec  # noqa: E402
 from transdec.decoding import DecodingConfig  # noqa: E402
-from transdec.model import HeadSpec  # noqa: E402
+from transdec.protocol import HeadSpec  # noqa: E402
 from transdec.model.synthetic import random_decoder, random_encoder_output  # noqa: E402
 
 DURATIONS = (0, 1, 2, 3, 4)

@@ -29,11 +29,11 @@ import torch
 
 from transdec.model.conformer import ConformerConfig
 from transdec.model.joint import SimpleJoint
-from transdec.model.protocol import HeadSpec
+from transdec.protocol import HeadSpec
 from transdec.model.tokenizer import Tokenizer
 from transdec.model.transducer_model import ModelConfig, PredictorConfig, TransducerModel
 from transdec.runtime import configure_malloc
-from transdec.training.data import bucketed_batches, collate, padding_multiples, read_manifest
+from transdec.training.data import bucketed_batches, collate, padding_multiples, read_training_manifest
 from transdec.training.specaugment import SpecAugmentConfig
 from transdec.training.trainer import TrainConfig, training_loss
 
@@ -77,7 +77,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     torch.set_flush_denormal(True)
 
-    entries = read_manifest(args.manifest)[:4000]
+    entries = read_training_manifest(args.manifest)[:4000]
     tokenizer = Tokenizer.train([e.text for e in entries], args.vocab_size)
     make_head, predictor, sigma = HEADS[args.head]
     torch.manual_seed(0)

@@ -25,14 +25,14 @@ import greedy as greedy_bench  # noqa: E402  (the parakeet-sized synthetic decod
 
 import transdec  # noqa: E402
 from transdec.decoding import DecodingConfig, decode  # noqa: E402
-from transdec.training.data import collate, read_manifest  # noqa: E402
+from transdec.training.data import collate, read_training_manifest  # noqa: E402
 
 BUNDLED = ("tiny-en-rnnt", "tiny-en-tdt", "tiny-en-multiblank")
 
 
 def model_sources(manifest: str, count: int, names: list[str]):
     """(name, model, per-utterance encoder outputs [(frames [1, T, D], lengths [1])], frame seconds)."""
-    entries = read_manifest(manifest)
+    entries = read_training_manifest(manifest)
     entries = entries[:: max(1, len(entries) // count)][:count]
     for name in names:
         try:

@@ -23,6 +23,7 @@ from lstm_step import microseconds_per_call  # noqa: E402
 from wind import model_sources  # noqa: E402  (the held-out utterances bench/wind.py times, encoded)
 
 from transdec.decoding.emissions import GreedyHead  # noqa: E402
+from transdec.decoding.scoring import Scoring  # noqa: E402
 from transdec.decoding.greedy_wind import greedy_wind  # noqa: E402
 
 
@@ -51,7 +52,7 @@ def main() -> None:
         rows[window] = (best, sum(r.stats.predictor_calls for r in results), sum(r.stats.joint_calls for r in results))
     frames = sum(int(lengths[0]) for _, lengths in encoded)
 
-    read = GreedyHead(model.head, torch.device("cpu"))
+    read = GreedyHead(Scoring(model.head), torch.device("cpu"))
     with torch.inference_mode():
         encoder_proj = model.joint.project_encoder(encoded[0][0])[0]
         state = model.predictor.initial_state(1)
@@ -63,7 +64,7 @@ def main() -> None:
 
         def joint_call(size: int):
             emissions = read(model.joint.combine(encoder_proj[:size], predictor_proj))
-            return emissions.is_blank.tolist(), emissions.advance.tolist(), emissions.logprobs.tolist()
+            return emissions.is_blank.tolist(), emissions.advance.tolist(), emissions.scores.tolist()
 
         step_us = microseconds_per_call(predictor_step, 2000)
         call_us = {w: microseconds_per_call(lambda: joint_call(w), 2000) for w in rows}

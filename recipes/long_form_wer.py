@@ -19,7 +19,7 @@ import argparse
 import transdec
 from transdec.long_audio import ChunkingConfig
 from transdec.metrics import word_errors
-from transdec.training.data import collate, read_manifest
+from transdec.training.data import collate, load_entry, read_training_manifest
 
 SETTINGS = {"whole": None, "30 s windows": ChunkingConfig(), "10 s windows": ChunkingConfig(10.0, 5.0)}
 
@@ -50,14 +50,14 @@ def main() -> None:
     parser.add_argument("--recordings", type=int, default=20)
     parser.add_argument("--pause", type=float, default=0.5, help="silence between the utterances")
     args = parser.parse_args()
-    entries = read_manifest(args.manifest)
+    entries = read_training_manifest(args.manifest)
     print("| model | recordings / audio | one at a time | " + " | ".join(SETTINGS) + " |")
     print("|---|---|---|" + "---|" * len(SETTINGS))
     for name in args.models:
         model = transdec.load_model(name)
         recordings = list(long_recordings(entries, model.sample_rate, args.seconds, args.pause, args.recordings))
         members = [j for _, _, m in recordings for j in m]
-        singles = model.transcribe([entries[j].audio_filepath for j in members])
+        singles = model.transcribe([load_entry(entries[j], model.sample_rate) for j in members])
         cells = [word_errors([entries[j].text for j in members], [r.text for r in singles]).wer]
         references = [reference for _, reference, _ in recordings]
         for chunking in SETTINGS.values():

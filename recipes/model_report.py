@@ -23,7 +23,7 @@ import transdec
 from transdec.decoding import DecodingConfig, decode
 from transdec.decoding.greedy_reference import greedy_reference
 from transdec.metrics import word_errors
-from transdec.training.data import collate, read_manifest
+from transdec.training.data import collate, read_training_manifest
 from transdec.training.trainer import transcribe_entries
 
 
@@ -100,8 +100,8 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
 
-    entries = read_manifest(args.manifest)
-    groups = sorted({str(e.extra.get(args.group_by, "all")) for e in entries})
+    entries = read_training_manifest(args.manifest)
+    groups = sorted({str(e.fields.get(args.group_by, "all")) for e in entries})
     speed_entries = (entries[:: max(1, len(entries) // args.speed_utterances)][: args.speed_utterances]
                      if args.speed_utterances else [])
     audio_seconds = sum(e.duration for e in speed_entries)
@@ -111,7 +111,7 @@ def main() -> None:
         hyps = transcribe_entries(model, entries)
         wer = {}
         for group in groups:
-            chosen = [i for i, e in enumerate(entries) if str(e.extra.get(args.group_by, "all")) == group]
+            chosen = [i for i, e in enumerate(entries) if str(e.fields.get(args.group_by, "all")) == group]
             wer[group] = word_errors([entries[i].text for i in chosen], [hyps[i] for i in chosen]).wer
         wer["all"] = word_errors([e.text for e in entries], hyps).wer
         encoder_s, decoder_s = (batch1_greedy_seconds(model, speed_entries, args.repeats) if speed_entries

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from transdec.model.protocol import HeadSpec
+from transdec.protocol import HeadSpec
 
 
 class CountingPredictor:

@@ -10,7 +10,7 @@ import torch
 
 import transdec
 from transdec.decoding import STRATEGIES, DecodingConfig, decode
-from transdec.model import HeadSpec
+from transdec.protocol import HeadSpec
 from transdec.model.synthetic import random_decoder, random_encoder_output
 from transdec.runtime import MALLOC_ENV, configure_malloc, decoding_threads
 

@@ -5,7 +5,7 @@ import torch
 
 import transdec
 from transdec.decoding import DecodingConfig, decode
-from transdec.model import HeadSpec
+from transdec.protocol import HeadSpec
 from transdec.model.synthetic import random_decoder, random_encoder_output
 
 EXAMPLES = ["examples/piper_allens_axiom.flac", "examples/piper_are_you_making_this_up.flac"]

@@ -4,13 +4,14 @@ import torch
 
 from transdec.decoding.batched_hyps import BatchedHyps
 from transdec.decoding.emissions import GreedyHead
+from transdec.decoding.scoring import Scoring
 from transdec.decoding.results import Hypothesis
-from transdec.model import HeadSpec
+from transdec.protocol import HeadSpec
 
 
 def test_tdt_reading():
     head = HeadSpec("tdt", 3, durations=(0, 1, 2, 4))
-    read = GreedyHead(head, torch.device("cpu"))
+    read = GreedyHead(Scoring(head), torch.device("cpu"))
     logits = torch.tensor(
         [
             [0.0, 3.0, 0.0, 1.0, 0.0, 0.0, 0.0, 5.0],  # token 1, duration 4
@@ -26,12 +27,12 @@ def test_tdt_reading():
     assert out.durations.tolist() == [4, 0, 2, 0]
     assert out.advance.tolist() == [4, 1, 2, 0]
     expected = logits[:, :4].log_softmax(-1).max(-1).values + logits[:, 4:].log_softmax(-1).max(-1).values
-    torch.testing.assert_close(out.logprobs, expected)
+    torch.testing.assert_close(out.scores, expected)
 
 
 def test_multiblank_reading():
     head = HeadSpec("multiblank", 2, big_blank_durations=(2, 4))  # outputs: t0 t1 bb(4) bb(2) blank
-    read = GreedyHead(head, torch.device("cpu"))
+    read = GreedyHead(Scoring(head), torch.device("cpu"))
     logits = torch.eye(5, dtype=torch.float64) * 5
     out = read(logits)
     assert out.labels.tolist() == [0, 1, 2, 3, 4]

@@ -12,7 +12,7 @@ import torch
 
 from scripted_model import ScriptedModel
 from transdec.decoding import greedy_frame_looping, greedy_label_looping, greedy_reference
-from transdec.model import HeadSpec
+from transdec.protocol import HeadSpec
 
 RNNT = HeadSpec("rnnt", num_tokens=5)
 TDT = HeadSpec("tdt", num_tokens=5, durations=(0, 1, 2, 3, 4))

@@ -15,7 +15,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from transdec.decoding import greedy_frame_looping, greedy_label_looping, greedy_reference
-from transdec.model import HeadSpec
+from transdec.protocol import HeadSpec
 from transdec.model.synthetic import random_decoder, random_encoder_output
 
 HEADS = {

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from transdec.losses import multiblank_rnnt_loss, rnnt_loss, tdt_loss, transducer_loss
-from transdec.model import HeadSpec
+from transdec.protocol import HeadSpec
 
 NUM_TOKENS = 3
 

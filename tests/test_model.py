@@ -3,16 +3,8 @@
 import pytest
 import torch
 
-from transdec.model import (
-    DecodingModel,
-    HeadSpec,
-    Joint,
-    JointNetwork,
-    LSTMPredictor,
-    Predictor,
-    StatelessPredictor,
-    TransducerDecoder,
-)
+from transdec.model import JointNetwork, LSTMPredictor, StatelessPredictor, TransducerDecoder
+from transdec.protocol import DecodingModel, HeadSpec, Joint, Predictor
 from transdec.model.synthetic import random_decoder
 
 
@@ -169,3 +161,10 @@ def test_random_decoder_is_reproducible_and_leaves_global_rng_alone():
     second = random_decoder(head, blank_rate=0.8, seed=3)
     for a, b in zip(first.parameters(), second.parameters()):
         assert torch.equal(a, b)
+
+
+def test_bundled_model_is_a_speech_model():
+    from transdec.model.checkpoint import load_model
+    from transdec.protocol import SpeechModel
+
+    assert isinstance(load_model("tiny-en-rnnt"), SpeechModel)

@@ -18,11 +18,11 @@ from transdec.decoding import DecodingConfig, decode
 from transdec.model.checkpoint import BUNDLED_MODELS, read_checkpoint, save_model
 from transdec.model.conformer import ConformerConfig
 from transdec.model.joint import SimpleJoint
-from transdec.model.protocol import DecodingModel, HeadSpec
+from transdec.protocol import DecodingModel, HeadSpec
 from transdec.model.tokenizer import Tokenizer
 from transdec.model.transducer_model import ModelConfig, PredictorConfig, TransducerModel
-from transdec.training.data import (bucketed_batches, collate, long_form_rows, padding_multiples, read_manifest,
-                                   row_seconds)
+from transdec.training.data import (bucketed_batches, collate, long_form_rows, padding_multiples,
+                                   read_training_manifest, row_seconds)
 from transdec.training.specaugment import SpecAugmentConfig, spec_augment
 from transdec.training.trainer import (TrainConfig, Trainer, average_checkpoints, learning_rate,
                                       pruned_loss_weights, training_loss)
@@ -138,7 +138,7 @@ def test_padded_bucketing_gives_one_batch_size_per_padded_length() -> None:
 
 @pytest.mark.parametrize("prune_range", [0, 2])
 def test_padding_a_batch_changes_neither_loss_nor_gradients(tmp_path: Path, prune_range: int) -> None:
-    entries = read_manifest(write_corpus(tmp_path, 3))
+    entries = read_training_manifest(write_corpus(tmp_path, 3))
     tokenizer = Tokenizer.train(TEXTS * 3, 24)
     token_ids = [tokenizer.encode(e.text) for e in entries]
     torch.manual_seed(0)
@@ -173,7 +173,7 @@ def test_long_form_rows_join_the_asked_share_within_the_limit() -> None:
 
 
 def test_a_long_form_row_is_its_utterances_with_pauses_and_their_tokens(tmp_path: Path) -> None:
-    entries = read_manifest(write_corpus(tmp_path, 3))
+    entries = read_training_manifest(write_corpus(tmp_path, 3))
     tokenizer = Tokenizer.train(TEXTS * 3, 24)
     token_ids = [tokenizer.encode(e.text) for e in entries]
     batch = collate(entries, [[2], [0, 1]], token_ids, 16000, pause_seconds=0.25)
@@ -235,7 +235,7 @@ def test_manifest_errors_name_file_and_line(tmp_path: Path) -> None:
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"audio_filepath": "a.wav", "duration": 1.0, "text": "hi"}\n{"duration": 2}\n')
     with pytest.raises(ValueError, match="bad.jsonl:2"):
-        read_manifest(bad)
+        read_training_manifest(bad)
 
 
 @pytest.mark.parametrize("head", HEADS, ids=lambda h: h.kind)

@@ -10,7 +10,7 @@ import soundfile
 import torch
 
 from transdec.decoding import DecodingConfig, Hypothesis
-from transdec.model.protocol import HeadSpec
+from transdec.protocol import HeadSpec
 from transdec.model.tokenizer import Tokenizer
 from transdec.model.transducer_model import TransducerModel
 from transdec.transcribe import transcribe, words_of
@@ -111,18 +111,18 @@ def test_chunked_encoding_of_a_local_attention_model_is_exact() -> None:
 # Issue 41: in-memory audio of every kind a user may hold, and long items inside a batch.
 
 def test_integer_pcm_is_scaled_as_soundfile_reads_it(tmp_path: Path, model) -> None:
-    from transdec.transcribe import _as_waveform
+    from transdec.audio import as_waveform
 
     audio = (0.3 * np.random.default_rng(2).standard_normal(8000)).clip(-1, 0.99).astype(np.float32)
     for subtype, dtype in (("PCM_16", "int16"), ("PCM_32", "int32")):
         soundfile.write(tmp_path / "pcm.wav", audio, 16000, subtype=subtype)
         pcm, _ = soundfile.read(tmp_path / "pcm.wav", dtype=dtype)
         floats, _ = soundfile.read(tmp_path / "pcm.wav", dtype="float32")
-        np.testing.assert_array_equal(_as_waveform(pcm, 16000), floats)
-        np.testing.assert_array_equal(_as_waveform(torch.from_numpy(pcm), 16000), floats)
+        np.testing.assert_array_equal(as_waveform(pcm, 16000), floats)
+        np.testing.assert_array_equal(as_waveform(torch.from_numpy(pcm), 16000), floats)
         assert transcribe(model, pcm)[0].tokens == transcribe(model, floats)[0].tokens
-    np.testing.assert_array_equal(_as_waveform(np.array([0, 128, 255], np.uint8), 16000), [-1, 0, 127 / 128])
-    np.testing.assert_array_equal(_as_waveform(torch.tensor([0.5, -0.25], dtype=torch.bfloat16), 16000),
+    np.testing.assert_array_equal(as_waveform(np.array([0, 128, 255], np.uint8), 16000), [-1, 0, 127 / 128])
+    np.testing.assert_array_equal(as_waveform(torch.tensor([0.5, -0.25], dtype=torch.bfloat16), 16000),
                                   [0.5, -0.25])
 
 

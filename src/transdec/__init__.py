@@ -8,7 +8,8 @@ import os
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from transdec.decoding import DecodingConfig, DecodingResult, Hypothesis, decode
-from transdec.model import HeadSpec, load_model
+from transdec.model import load_model
+from transdec.protocol import HeadSpec
 
 __version__ = "0.1.0"
 

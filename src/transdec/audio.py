@@ -1,4 +1,8 @@
-"""Reading audio files: any format libsndfile reads, mixed to mono, resampled with soxr, with clear errors."""
+"""Audio in: the one way a file or an in-memory array becomes mono float32 samples at the model's rate.
+
+Files are read with libsndfile (any format it reads), mixed to mono and resampled with soxr; arrays are
+checked and scaled. Every problem is an error that names the file or array.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,10 @@ from pathlib import Path
 
 import numpy as np
 import soundfile
+import torch
+
+#: What the Python API transcribes: a file path, or 1-D samples at the model's rate.
+AudioInput = str | os.PathLike | np.ndarray | torch.Tensor
 
 
 class AudioError(ValueError):
@@ -60,6 +68,43 @@ def load_audio(path: str | os.PathLike[str], sample_rate: int, offset: float = 0
 
         audio = soxr.resample(audio, native_rate, sample_rate).astype(np.float32, copy=False)
     return np.ascontiguousarray(audio)
+
+
+def as_waveform(audio: AudioInput, sample_rate: int, name: str = "the audio array") -> np.ndarray:
+    """Mono float32 samples ``[N]`` of a file (read by :func:`load_audio`), or of a 1-D array (or one
+    channel of a 2-D one) that holds samples at ``sample_rate``; ``name`` names the array in errors.
+
+    Integer PCM is scaled to [-1, 1) as soundfile reads it: signed by ``2 ** (bits - 1)``, unsigned (8-bit
+    WAV) centred on ``2 ** (bits - 1)`` first.
+
+    Raises:
+        AudioError: a file that cannot be used (see :func:`load_audio`).
+        ValueError: an array of several channels or of a non-numeric dtype, or with NaN or infinite samples.
+    """
+    if isinstance(audio, (str, os.PathLike)):
+        return load_audio(audio, sample_rate)
+    if isinstance(audio, torch.Tensor):
+        audio = audio.detach().cpu()
+        array = (audio.float() if audio.is_floating_point() else audio).numpy()
+    else:
+        array = np.asarray(audio)
+    if array.ndim == 2 and 1 in array.shape:
+        array = array.reshape(-1)
+    if array.ndim != 1:
+        raise ValueError(f"{name}: an audio array must be 1-D mono samples at {sample_rate} Hz (or one channel), got "
+                         f"shape {array.shape}; mix the channels to mono first (their mean)")
+    if array.dtype.kind in "iu":
+        full_scale = 2.0 ** (8 * array.itemsize - 1)
+        centre = full_scale if array.dtype.kind == "u" else 0.0
+        return (array.astype(np.float32) - np.float32(centre)) / np.float32(full_scale)
+    if array.dtype.kind != "f":
+        raise ValueError(f"{name}: audio samples must be floating point or integer PCM, got {array.dtype}")
+    array = array.astype(np.float32, copy=False)
+    bad = ~np.isfinite(array)
+    if bad.any():
+        raise ValueError(f"{name}: {int(bad.sum())} sample(s) are NaN or infinite, the first at "
+                         f"{int(bad.argmax()) / sample_rate:.3f} s")
+    return array
 
 
 def _check_wav_not_truncated(path: Path) -> None:

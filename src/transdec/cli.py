@@ -10,12 +10,19 @@ from pathlib import Path
 import torch
 
 from transdec import __version__
-from transdec.decoding.greedy_label_looping import GRAPH_MODES
+from transdec.decoding.flags import add_decoding_arguments, decoding_configs
 from transdec.model.conformer import ConformerConfig
-from transdec.model.protocol import HeadSpec
+from transdec.protocol import HeadSpec
 from transdec.model.transducer_model import LENGTH_POLICIES, ModelConfig, PredictorConfig
 from transdec.runtime import configure_malloc
 from transdec.training.specaugment import SpecAugmentConfig
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line, like every other error of the command line."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def _at_least(minimum: int):
@@ -131,10 +138,6 @@ def _add_transcribe_parser(subparsers: argparse._SubParsersAction) -> None:
                     "is 1 if any item failed or there was nothing to transcribe, 130 if interrupted.")
     p.add_argument("paths", nargs="+", metavar="PATH")
     p.add_argument("--model", default="tiny-en-rnnt", help="bundled model name or model file (default: %(default)s)")
-    p.add_argument("--decoding", default="greedy_label", help="decoding strategy (default: %(default)s)")
-    p.add_argument("--max-symbols-per-frame", type=int, default=10)
-    p.add_argument("--cuda-graphs", choices=GRAPH_MODES, default="auto",
-                   help="CUDA graph mode of greedy_label on a GPU (default: %(default)s, the fastest that works)")
     p.add_argument("--batch-size", type=_at_least(1), default=16)
     p.add_argument("--device", default="cpu")
     _add_length_policy_argument(p)
@@ -145,6 +148,7 @@ def _add_transcribe_parser(subparsers: argparse._SubParsersAction) -> None:
                    help="write here instead of standard output; an existing file is replaced only when the run "
                         "is complete (if interrupted, the results so far go to OUTPUT.partial)")
     p.add_argument("--allow-upsampling", action="store_true", help="accept audio below the model's sample rate")
+    add_decoding_arguments(p, default="greedy_label")
 
 
 def _add_evaluate_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -155,12 +159,6 @@ def _add_evaluate_parser(subparsers: argparse._SubParsersAction) -> None:
                     "utterances, which are sorted by duration and batched.")
     p.add_argument("manifest")
     p.add_argument("--model", default="tiny-en-rnnt")
-    p.add_argument("--decoding", default="greedy_label,greedy_frame",
-                   help="comma-separated strategies; each batch is encoded once and decoded by every strategy in "
-                        "turn (default: %(default)s)")
-    p.add_argument("--max-symbols-per-frame", type=int, default=10)
-    p.add_argument("--cuda-graphs", choices=GRAPH_MODES, default="auto",
-                   help="CUDA graph mode of greedy_label on a GPU (default: %(default)s, the fastest that works)")
     p.add_argument("--batch-size", type=_at_least(1), default=16)
     p.add_argument("--warmup", type=_at_least(0), default=1, metavar="BATCHES", help="untimed batches before timing")
     p.add_argument("--normalizer", choices=["whisper", "none"], default="whisper",
@@ -169,6 +167,7 @@ def _add_evaluate_parser(subparsers: argparse._SubParsersAction) -> None:
     _add_length_policy_argument(p)
     p.add_argument("--output-dir", default=None, help="write predictions_<strategy>.jsonl and summary.json here")
     p.add_argument("--allow-upsampling", action="store_true", help="accept audio below the model's sample rate")
+    add_decoding_arguments(p, default="greedy_label,greedy_frame", several=True)
 
 
 def _model_config(args: argparse.Namespace) -> ModelConfig:
@@ -261,12 +260,12 @@ def _load_model(args: argparse.Namespace):
 
 
 def _transcribe(args: argparse.Namespace) -> int:
-    from transdec.decoding import DecodingConfig
     from transdec.transcribe_files import transcribe_files
 
     try:  # every option is checked before the model is loaded; a bad one is one line, not a traceback
-        decoding = DecodingConfig(strategy=args.decoding, max_symbols_per_frame=args.max_symbols_per_frame,
-                                  cuda_graphs=args.cuda_graphs)
+        decodings = decoding_configs(args)
+        if len(decodings) != 1:
+            raise ValueError(f"--decoding {args.decoding}: transcribe takes one strategy")
         problem = _device_problem(args.device) or (args.output and _output_problem(args.output))
         if problem:
             raise ValueError(problem)
@@ -274,18 +273,15 @@ def _transcribe(args: argparse.Namespace) -> int:
     except (FileNotFoundError, ValueError) as error:
         print(f"transdec transcribe: error: {error}", file=sys.stderr)
         return 2
-    return transcribe_files(model, args.paths, decoding, args.batch_size, args.format, args.output,
+    return transcribe_files(model, args.paths, decodings[0], args.batch_size, args.format, args.output,
                             args.allow_upsampling)
 
 
 def _evaluate(args: argparse.Namespace) -> int:
-    from transdec.decoding import DecodingConfig
     from transdec.evaluate import EvaluationError, evaluate_manifest, format_table
 
     try:
-        strategies = [DecodingConfig(strategy=name.strip(), max_symbols_per_frame=args.max_symbols_per_frame,
-                                     cuda_graphs=args.cuda_graphs)
-                      for name in args.decoding.split(",")]
+        strategies = decoding_configs(args)
         problem = _device_problem(args.device) or (args.output_dir and _output_dir_problem(args.output_dir))
         if not Path(args.manifest).is_file():
             problem = f"{args.manifest}: no such file"
@@ -310,7 +306,7 @@ def _evaluate(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="transdec", description="Fast, exact Transducer speech recognition.")
+    parser = _Parser(prog="transdec", description="Fast, exact Transducer speech recognition.")
     parser.add_argument("--version", action="version", version=f"transdec {__version__}")
     subparsers = parser.add_subparsers(dest="command")
     _add_train_parser(subparsers)

@@ -127,7 +127,7 @@ def evaluate_manifest(model: TransducerModel, manifest: str | Path, strategies: 
     usable: list[AudioItem] = []
     waveforms: list[np.ndarray] = []
     for item in items:
-        if "text" not in item.entry:
+        if item.entry.get("text") is None:
             print(item.error(f"{item.name}: the manifest entry has no reference text"), file=sys.stderr)
             failed += 1
             continue

@@ -29,10 +29,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from torch import Tensor
-from torch.nn.utils.rnn import pad_sequence
 
 from transdec.model.features import FbankExtractor, normalize_per_feature
 from transdec.model.transducer_model import TransducerModel
+from transdec.padding import pad_batch
 
 
 GLOBAL_ATTENTION_CONTEXT_SECONDS = 5.0
@@ -123,15 +123,11 @@ def encode_batch(model: TransducerModel, waveforms: Sequence[np.ndarray | Tensor
     samples = [torch.as_tensor(w) for w in waveforms]
     long = [i for i, w in enumerate(samples) if chunking is not None and needs_chunking(model, len(w), chunking)]
     short = [i for i in range(len(samples)) if i not in long]
-    lengths = torch.tensor([len(samples[i]) for i in short], dtype=torch.int64)
-    batch = torch.zeros(len(short), int(lengths.max()) if short else 0, device=device)
-    for row, i in enumerate(short):
-        batch[row, : len(samples[i])] = samples[i]
-    encoded, frame_counts = model.encode(batch, lengths.to(device))
+    batch, lengths = pad_batch([samples[i] for i in short], dtype=torch.float32)
+    encoded, frame_counts = model.encode(batch.to(device), lengths.to(device))
     if not long:
         return encoded, frame_counts
     rows = dict(zip(short, (encoded[row, :count] for row, count in enumerate(frame_counts.tolist()))))
     for i in long:
         rows[i] = encode_long(model, samples[i].to(device), chunking)[0][0]
-    ordered = [rows[i] for i in range(len(samples))]
-    return pad_sequence(ordered, batch_first=True), torch.tensor([len(r) for r in ordered], device=device)
+    return pad_batch([rows[i] for i in range(len(samples))])

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from transdec.manifest import InputError, read_manifest
 
 #: Extensions collected from folders (libsndfile reads these; any file can still be named directly).
 AUDIO_EXTENSIONS = {".wav", ".flac", ".ogg", ".opus", ".mp3", ".aiff", ".aif", ".au", ".w64", ".caf"}
@@ -32,14 +33,6 @@ class AudioItem:
         return f"error: {self.origin}: {message}" if self.origin else f"error: {message}"
 
 
-@dataclass
-class InputError:
-    """An input that could not be used at all (a bad manifest line, a missing path)."""
-
-    where: str
-    message: str
-
-
 def collect_inputs(paths: list[str]) -> tuple[list[AudioItem], list[InputError]]:
     """Expand paths into audio items, in the order given (folders sorted, recursively). A folder without audio
     files and a manifest without entries are errors."""
@@ -64,27 +57,7 @@ def collect_inputs(paths: list[str]) -> tuple[list[AudioItem], list[InputError]]
 
 
 def read_manifest_items(path: Path) -> tuple[list[AudioItem], list[InputError]]:
-    """Items of a NeMo manifest; relative audio paths are resolved against the manifest's folder. Bad lines
-    (NaN and Infinity count as bad: they are not JSON) become errors and the rest is kept."""
-    items, errors = [], []
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                entry = json.loads(line, parse_constant=_refuse_constant)
-                audio = Path(entry["audio_filepath"])
-                offset = float(entry.get("offset", 0.0) or 0.0)
-                duration = entry.get("duration")
-                # A manifest's duration is the length of the segment to read only when an offset is given;
-                # otherwise it describes the whole file.
-                items.append(AudioItem(audio if audio.is_absolute() else path.parent / audio, offset,
-                                       float(duration) if duration is not None and "offset" in entry else None,
-                                       entry, f"{path}:{number}"))
-            except (json.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as error:
-                errors.append(InputError(f"{path}:{number}", f"not a manifest entry with audio_filepath ({error})"))
-    return items, errors
-
-
-def _refuse_constant(name: str):
-    raise ValueError(f"{name} is not a JSON value")
+    """Items of a NeMo manifest (see :func:`~transdec.manifest.read_manifest`); bad lines become errors and
+    the rest is kept. A missing audio file is not checked here: it is reported, with its line, when read."""
+    entries, errors = read_manifest(path)
+    return [AudioItem(e.audio_filepath, *e.segment, e.fields, e.origin) for e in entries], errors

@@ -6,17 +6,14 @@ import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 import torch
 
-from transdec.audio import load_audio
+from transdec.audio import AudioInput, as_waveform
 from transdec.decoding import DecodingConfig, Hypothesis, decode
 from transdec.long_audio import ChunkingConfig, encode_batch
 from transdec.model.transducer_model import TransducerModel
-
-AudioInput = str | os.PathLike | np.ndarray | torch.Tensor
 
 
 @dataclass
@@ -64,38 +61,6 @@ def words_of(model: TransducerModel, hyp: Hypothesis) -> list[WordTiming]:
     return words
 
 
-def _as_waveform(item: AudioInput, sample_rate: int, name: str = "the audio array") -> np.ndarray:
-    """Mono float32 samples of a file, or of a 1-D array (or one channel of a 2-D one) at ``sample_rate``.
-
-    Integer PCM is scaled to [-1, 1) as soundfile reads it: signed by ``2 ** (bits - 1)``, unsigned (8-bit
-    WAV) centred on ``2 ** (bits - 1)`` first.
-    """
-    if isinstance(item, (str, os.PathLike)):
-        return load_audio(Path(item), sample_rate)
-    if isinstance(item, torch.Tensor):
-        item = item.detach().cpu()
-        array = (item.float() if item.is_floating_point() else item).numpy()
-    else:
-        array = np.asarray(item)
-    if array.ndim == 2 and 1 in array.shape:
-        array = array.reshape(-1)
-    if array.ndim != 1:
-        raise ValueError(f"{name}: an audio array must be 1-D mono samples at {sample_rate} Hz (or one channel), got "
-                         f"shape {array.shape}; mix the channels to mono first (their mean)")
-    if array.dtype.kind in "iu":
-        full_scale = 2.0 ** (8 * array.itemsize - 1)
-        centre = full_scale if array.dtype.kind == "u" else 0.0
-        return (array.astype(np.float32) - np.float32(centre)) / np.float32(full_scale)
-    if array.dtype.kind != "f":
-        raise ValueError(f"{name}: audio samples must be floating point or integer PCM, got {array.dtype}")
-    array = array.astype(np.float32, copy=False)
-    bad = ~np.isfinite(array)
-    if bad.any():
-        raise ValueError(f"{name}: {int(bad.sum())} sample(s) are NaN or infinite, the first at "
-                         f"{int(bad.argmax()) / sample_rate:.3f} s")
-    return array
-
-
 def _transcript(model: TransducerModel, hyp: Hypothesis, num_samples: int) -> Transcript:
     return Transcript(model.tokenizer.decode(hyp.tokens), hyp.tokens, words_of(model, hyp),
                       num_samples / model.sample_rate)
@@ -115,7 +80,7 @@ def transcribe(model: TransducerModel, inputs: Sequence[AudioInput], decoding: D
     """
     if isinstance(inputs, (str, os.PathLike, np.ndarray, torch.Tensor)):
         inputs = [inputs]
-    waveforms = [_as_waveform(item, model.sample_rate, f"inputs[{number}]") for number, item in enumerate(inputs)]
+    waveforms = [as_waveform(item, model.sample_rate, f"inputs[{number}]") for number, item in enumerate(inputs)]
     results: list[Transcript | None] = [None] * len(waveforms)
     order = sorted(range(len(waveforms)), key=lambda i: len(waveforms[i]))
     for start in range(0, len(order), batch_size):

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from transdec.model.protocol import DecodingModel, HeadSpec
+from transdec.protocol import DecodingModel, HeadSpec
 
 
 @dataclass(eq=False)

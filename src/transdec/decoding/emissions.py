@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 import torch
 
-from transdec.model.protocol import HeadSpec
+from transdec.decoding.scoring import Scoring
+from transdec.protocol import HeadSpec
 
 
 @dataclass
@@ -23,8 +24,9 @@ class Emissions:
         durations: TDT only (else None): the predicted duration, independent of the label.
         advance: frames time moves by: 0 after an RNN-T or multi-blank token, the duration after a TDT
             token, 1 after a blank (a TDT blank with duration 0 moves by 1 too), a big blank's duration.
-        label_logprobs: log-probability of the label.
-        logprobs: log-probability of the emission: the label's, plus the duration's for TDT.
+        label_logprobs: the Transducer's log-probability of the label.
+        scores: score of the emission, which hypothesis scores add up: the label's (with any fusion), plus
+            the duration's log-probability for TDT.
     """
 
     labels: torch.Tensor
@@ -32,7 +34,7 @@ class Emissions:
     durations: torch.Tensor | None
     advance: torch.Tensor
     label_logprobs: torch.Tensor
-    logprobs: torch.Tensor
+    scores: torch.Tensor
 
 
 def lookup_tables(head: HeadSpec, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
@@ -47,28 +49,33 @@ def lookup_tables(head: HeadSpec, device: torch.device) -> tuple[torch.Tensor, t
 
 
 class GreedyHead:
-    """Reads argmax emissions from joint logits ``[B, C]`` for one head; holds the lookup tables on the device."""
+    """Argmax emissions of joint logits ``[B, ..., C]``, scored by a :class:`~transdec.decoding.scoring.Scoring`;
+    holds the lookup tables on the device."""
 
-    def __init__(self, head: HeadSpec, device: torch.device) -> None:
-        self.head = head
-        self._advance_by_label, self._duration_values = lookup_tables(head, device)
+    def __init__(self, scoring: Scoring, device: torch.device) -> None:
+        self.scoring = scoring
+        self.head = scoring.head
+        self._advance_by_label, self._duration_values = lookup_tables(self.head, device)
 
-    def __call__(self, logits: torch.Tensor) -> Emissions:
+    def __call__(self, logits: torch.Tensor, context: tuple[torch.Tensor, ...] = ()) -> Emissions:
+        """Emissions of ``logits [B, ..., C]``; ``context`` is the scoring context of the ``B`` rows."""
         head = self.head
-        if logits.dtype in (torch.float16, torch.bfloat16):  # a joint in lower precision: normalise in float32
-            logits = logits.float()
+        scored = self.scoring(logits, context)
+        label_scores, labels = scored.scores.max(dim=-1)
+        if scored.scores is scored.label_logprobs:  # no fusion: spare the gather
+            label_logprobs = label_scores
+        else:
+            label_logprobs = scored.label_logprobs.gather(-1, labels.unsqueeze(-1)).squeeze(-1)
         if head.kind != "tdt":
-            label_logprobs, labels = logits.log_softmax(dim=-1).max(dim=-1)
             return Emissions(
                 labels=labels,
                 is_blank=labels >= head.num_tokens,
                 durations=None,
                 advance=self._advance_by_label[labels],
                 label_logprobs=label_logprobs,
-                logprobs=label_logprobs,
+                scores=label_scores,
             )
-        label_logprobs, labels = logits[..., : head.num_labels].log_softmax(dim=-1).max(dim=-1)
-        duration_logprobs, duration_index = logits[..., head.num_labels :].log_softmax(dim=-1).max(dim=-1)
+        duration_logprobs, duration_index = scored.duration_logprobs.max(dim=-1)
         durations = self._duration_values[duration_index]
         is_blank = labels == head.blank_id
         return Emissions(
@@ -77,5 +84,5 @@ class GreedyHead:
             durations=durations,
             advance=torch.where(is_blank, durations.clamp(min=1), durations),
             label_logprobs=label_logprobs,
-            logprobs=label_logprobs + duration_logprobs,
+            scores=label_scores + duration_logprobs,
         )

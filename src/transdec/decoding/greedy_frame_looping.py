@@ -18,26 +18,33 @@ can depend on the rest of the batch. Those results are marked ``exact=False`` an
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sequence
 
 import torch
 
 from transdec.decoding.batched_hyps import BatchedHyps
 from transdec.decoding.emissions import GreedyHead
 from transdec.decoding.inputs import check_max_symbols, checked_lengths
+from transdec.decoding.options import GreedyOptions
+from transdec.decoding.registry import register_strategy
 from transdec.decoding.results import DecodingResult, DecodingStats
-from transdec.model.protocol import DecodingModel
+from transdec.decoding.scoring import Fusion, Scoring
+from transdec.protocol import DecodingModel
 
 
 class InexactDecodingWarning(UserWarning):
     """Raised when a decoder's result may differ from the per-utterance reference."""
 
 
+@register_strategy("greedy_frame", GreedyOptions,
+                   "frame-looping batched greedy, the baseline (inexact for TDT and multi-blank)")
 @torch.inference_mode()
 def greedy_frame_looping(
     model: DecodingModel,
     encoder_out: torch.Tensor,
     lengths: torch.Tensor,
     max_symbols_per_frame: int | None = 10,
+    fusions: Sequence[Fusion] = (),
 ) -> DecodingResult:
     """Decode ``encoder_out [B, T, D]`` with valid ``lengths [B]``; exact for RNN-T only."""
     lengths = checked_lengths(encoder_out, lengths)
@@ -54,12 +61,15 @@ def greedy_frame_looping(
     batch_size, max_time, _ = encoder_out.shape
     device = encoder_out.device
 
-    read = GreedyHead(head, device)
+    scoring = Scoring(head, fusions)
+    read = GreedyHead(scoring, device)
     encoder_proj = joint.project_encoder(encoder_out)  # [B, T, J]
     hyps = BatchedHyps(batch_size, max_time, device, encoder_out.dtype)
     stats = DecodingStats()
     labels = torch.full((batch_size,), head.predictor_blank_id, dtype=torch.long, device=device)
     state = predictor.initial_state(batch_size)
+    scorer_state = scoring.initial_state(batch_size, device)
+    context = scoring.context(scorer_state)
     no_advance = torch.full_like(labels, max_time + 1)  # larger than any real advance
 
     t = 0
@@ -73,15 +83,17 @@ def greedy_frame_looping(
         while True:
             predictor_out, new_state = predictor.step(labels, state)
             stats.predictor_calls += 1
-            emissions = read(joint.combine(frame_proj, joint.project_predictor(predictor_out)))
+            emissions = read(joint.combine(frame_proj, joint.project_predictor(predictor_out)), context)
             stats.joint_calls += 1
-            scoring = ~done
-            emits = scoring & ~emissions.is_blank
-            hyps.add_scores(scoring, emissions.logprobs)
+            scored = ~done
+            emits = scored & ~emissions.is_blank
+            hyps.add_scores(scored, emissions.scores)
             hyps.add_labels(emits, emissions.labels, t, emissions.durations, emissions.label_logprobs)
             state = predictor.select_state(emits, new_state, state)
+            scorer_state = scoring.advance(scorer_state, emissions.labels, emits)
+            context = scoring.context(scorer_state)
             labels = torch.where(emits, emissions.labels, labels)
-            moves = scoring & (emissions.advance > 0)
+            moves = scored & (emissions.advance > 0)
             advance = torch.where(moves, emissions.advance, advance)
             done = done | moves
             steps += 1

@@ -22,7 +22,7 @@ import os
 
 import torch
 
-from transdec.model.protocol import HeadSpec
+from transdec.protocol import HeadSpec
 
 try:
     import triton

@@ -23,6 +23,7 @@ CUDA they can be captured as graphs and the loops run on the device
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -32,13 +33,41 @@ from transdec.decoding.compute_dtype import in_compute_dtype
 from transdec.decoding import greedy_kernels
 from transdec.decoding.emissions import Emissions, GreedyHead, lookup_tables
 from transdec.decoding.inputs import check_max_symbols, check_window_size, checked_lengths
+from transdec.decoding.options import WINDOW_HELP, WindOptions, option
+from transdec.decoding.registry import register_strategy
 from transdec.decoding.results import DecodingResult, DecodingStats
+from transdec.decoding.scoring import Fusion, Scoring
 from transdec.decoding.wind_window import WindowSkipper
-from transdec.model.protocol import DecodingModel, Joint
+from transdec.protocol import DecodingModel, Joint
 
 GRAPH_MODES = ("auto", "while_loops", "step_graphs", "off")
+#: The dtypes ``compute_dtype`` may name on the command line.
+COMPUTE_DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16": torch.float16,
+                  "bfloat16": torch.bfloat16}
 
 
+@dataclasses.dataclass(frozen=True)
+class LabelLoopingOptions(WindOptions):
+    """Options of batched label-looping greedy decoding (none of them changes the output)."""
+
+    window_size: int = option(1, WINDOW_HELP)
+    cuda_graphs: str = option("auto", "on a GPU: 'while_loops' (one graph per decode), 'step_graphs' (a graph per "
+                                      "loop step), 'off', or 'auto' (the fastest that works here)",
+                              choices=GRAPH_MODES)
+    compute_dtype: torch.dtype | None = option(None, "run the predictor and joint in this dtype (scores stay in "
+                                                     "the encoder output's; default: the encoder output's)",
+                                               choices=COMPUTE_DTYPES)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.cuda_graphs not in GRAPH_MODES:
+            raise ValueError(f"cuda_graphs must be one of {GRAPH_MODES}, got {self.cuda_graphs!r}")
+        if self.compute_dtype is not None and self.compute_dtype not in COMPUTE_DTYPES.values():
+            raise ValueError(f"compute_dtype must be one of {sorted(COMPUTE_DTYPES)} or None, got {self.compute_dtype}")
+
+
+@register_strategy("greedy_label", LabelLoopingOptions,
+                   "label-looping batched greedy: exact for every head, the fastest")
 @torch.inference_mode()
 def greedy_label_looping(
     model: DecodingModel,
@@ -48,6 +77,7 @@ def greedy_label_looping(
     window_size: int = 1,
     cuda_graphs: str = "auto",
     compute_dtype: torch.dtype | None = None,
+    fusions: Sequence[Fusion] = (),
 ) -> DecodingResult:
     """Decode ``encoder_out [B, T, D]`` with valid ``lengths [B]``; exact for every head.
 
@@ -61,6 +91,8 @@ def greedy_label_looping(
 
     ``compute_dtype`` (e.g. ``torch.bfloat16``) runs the predictor and joint in that dtype; scores stay in
     ``encoder_out``'s (see :mod:`transdec.decoding.compute_dtype`).
+
+    ``fusions`` (:mod:`transdec.decoding.scoring`) are scored eagerly: with them ``"auto"`` means ``"off"``.
     """
     lengths = checked_lengths(encoder_out, lengths)
     check_max_symbols(max_symbols_per_frame)
@@ -71,7 +103,10 @@ def greedy_label_looping(
         compute_dtype = None
     if compute_dtype is not None:
         model = in_compute_dtype(model, compute_dtype)
-    if encoder_out.device.type == "cuda" and cuda_graphs != "off":
+    scoring = Scoring(model.head, fusions)
+    if not scoring.acoustic_only and cuda_graphs not in ("auto", "off"):
+        raise ValueError(f"cuda_graphs={cuda_graphs!r} does not take fusions; use 'auto' or 'off'")
+    if encoder_out.device.type == "cuda" and cuda_graphs != "off" and scoring.acoustic_only:
         from transdec.decoding.label_looping_graphs import decode_with_graphs
 
         result = decode_with_graphs(model, encoder_out, lengths, max_symbols_per_frame, window_size, cuda_graphs,
@@ -79,7 +114,7 @@ def greedy_label_looping(
         if result is not None:
             return result
     search = LabelLoopingSearch(model, encoder_out, lengths, max_symbols_per_frame, window_size,
-                                compute_dtype=compute_dtype)
+                                compute_dtype=compute_dtype, scoring=scoring)
     search.run()
     return search.result()
 
@@ -114,6 +149,7 @@ class LabelLoopingSearch:
         in_place: bool = False,
         fused: bool = False,
         compute_dtype: torch.dtype | None = None,
+        scoring: Scoring | None = None,
     ) -> None:
         # Only the parts: graph caches keyed on the model must not keep it alive.
         self.head, self.predictor, self.joint = model.head, model.predictor, model.joint
@@ -124,10 +160,13 @@ class LabelLoopingSearch:
         self.compute_dtype = compute_dtype
         if fused and not in_place:
             raise ValueError("the fused kernels work in place")
+        self.scoring = scoring or Scoring(self.head)
+        if fused and not self.scoring.acoustic_only:
+            raise ValueError("the fused kernels score without fusions")
         self.fused = fused
         batch_size, max_time, _ = encoder_out.shape
         device = encoder_out.device
-        self.read = GreedyHead(self.head, device)
+        self.read = GreedyHead(self.scoring, device)
         if fused:
             self.found = greedy_kernels.found_buffers(batch_size, encoder_out.dtype, device)
             self.tables = lookup_tables(self.head, device)
@@ -175,6 +214,7 @@ class LabelLoopingSearch:
         self._set("tokens_at_frame", torch.zeros_like(self.time))  # tokens emitted at `time` since it moved
         self._set("labels", torch.full_like(self.time, self.head.predictor_blank_id))
         self._set("state", self.predictor.initial_state(batch_size))
+        self._set("scorer_state", self.scoring.initial_state(batch_size, device))
         self._set("active", self.time < self.lengths)
         self._set("active_any", self.active.any())
         if self.in_place:
@@ -185,6 +225,7 @@ class LabelLoopingSearch:
         predictor_out, state = self.predictor.step(self.labels, self.state)
         self._set("state", state)
         self._set("predictor_proj", self.joint.project_predictor(predictor_out))  # [B, J]
+        self._set("context", self.scoring.context(self.scorer_state))
         self._set("searching", self.active)
         self._set("searching_any", self.active_any)
         self._count(0)
@@ -199,7 +240,8 @@ class LabelLoopingSearch:
                                        self.searching, self.found)
             self._set("searching_any", self.searching.any())
             return
-        found, searching = self.skipper.step(self.predictor_proj, self.time, self.tokens_at_frame, self.searching)
+        found, searching = self.skipper.step(self.predictor_proj, self.context, self.time, self.tokens_at_frame,
+                                             self.searching)
         self._set("found", found)
         self._set("searching", searching)
         self._set("searching_any", searching.any())
@@ -214,7 +256,8 @@ class LabelLoopingSearch:
         found, time = self.found, self.time
         active = time < self.lengths
         self.hyps.add_labels(active, found.labels, time, found.durations, found.label_logprobs)
-        self.hyps.add_scores(active, found.logprobs)
+        self.hyps.add_scores(active, found.scores)
+        self._set("scorer_state", self.scoring.advance(self.scorer_state, found.labels, active))
         stays = active & (found.advance == 0)
         self._set("tokens_at_frame", torch.where(stays, self.tokens_at_frame + 1, 0))
         time += torch.where(active, found.advance, 0)
@@ -290,17 +333,19 @@ class _BlankSkipper:
         return self.joint.combine(frames, predictor_proj)
 
     def step(
-        self, predictor_proj: torch.Tensor, time: torch.Tensor, tokens_at_frame: torch.Tensor, searching: torch.Tensor
+        self, predictor_proj: torch.Tensor, context: tuple[torch.Tensor, ...], time: torch.Tensor,
+        tokens_at_frame: torch.Tensor, searching: torch.Tensor
     ) -> tuple[Emissions, torch.Tensor]:
-        """Score every row at its frame; move ``time`` (in place) over the blank for the ``searching`` rows.
+        """Score every row at its frame (``context``: the rows' scoring context); move ``time`` (in place) over
+        the blank for the ``searching`` rows.
 
         Returns the emissions at each row's frame before the move and the rows still searching. A row that
         found its label in an earlier pass is scored again, on the same frame and predictor output, in
         every later pass, so the last pass holds every row's label and no per-field merging is needed.
         """
-        emissions = self.read(self.logits(predictor_proj, time))
+        emissions = self.read(self.logits(predictor_proj, time), context)
         on_blank = searching & emissions.is_blank
-        self.hyps.add_scores(on_blank, emissions.logprobs)
+        self.hyps.add_scores(on_blank, emissions.scores)
         time += torch.where(on_blank, emissions.advance, 0)
         tokens_at_frame.masked_fill_(on_blank, 0)
         return emissions, on_blank & (time < self.lengths)

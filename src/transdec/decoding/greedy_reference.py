@@ -20,38 +20,50 @@ Semantics, with ``t`` the current encoder frame of an utterance of ``T`` frames:
 * A token's timestamp is the frame it was emitted at; its duration is the TDT duration, or 0.
 * The score is the sum of the log-probabilities of all emissions, blanks included; for TDT each
   emission's log-probability includes its duration's.
+* With fusions, labels are chosen by the fused scores of :class:`~transdec.decoding.scoring.Scoring` and
+  the score sums those; ``token_logprobs`` stay the Transducer's own.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import torch
 
 from transdec.decoding.batched_hyps import BatchedHyps
 from transdec.decoding.inputs import check_max_symbols, checked_lengths
+from transdec.decoding.options import GreedyOptions
+from transdec.decoding.registry import register_strategy
 from transdec.decoding.results import DecodingResult, DecodingStats, Hypothesis
-from transdec.model.protocol import DecodingModel, HeadSpec
+from transdec.decoding.scoring import Fusion, LabelScores, Scoring
+from transdec.protocol import DecodingModel, HeadSpec
 
 
+@register_strategy("greedy_reference", GreedyOptions,
+                   "one utterance at a time, frame by frame: the specification the others are tested against")
 @torch.inference_mode()
 def greedy_reference(
     model: DecodingModel,
     encoder_out: torch.Tensor,
     lengths: torch.Tensor,
     max_symbols_per_frame: int | None = 10,
+    fusions: Sequence[Fusion] = (),
 ) -> DecodingResult:
     """Decode ``encoder_out [B, T, D]`` with valid ``lengths [B]``, one utterance after another."""
     lengths = checked_lengths(encoder_out, lengths)
     check_max_symbols(max_symbols_per_frame)
+    scoring = Scoring(model.head, fusions)
     stats = DecodingStats()
     hypotheses = [
-        _decode_utterance(model, encoder_out[b, :length], max_symbols_per_frame, stats)
+        _decode_utterance(model, scoring, encoder_out[b, :length], max_symbols_per_frame, stats)
         for b, length in enumerate(lengths.tolist())
     ]
     return DecodingResult(BatchedHyps.from_hypotheses(hypotheses, encoder_out.device, encoder_out.dtype), stats)
 
 
 def _decode_utterance(
-    model: DecodingModel, frames: torch.Tensor, max_symbols_per_frame: int | None, stats: DecodingStats
+    model: DecodingModel, scoring: Scoring, frames: torch.Tensor, max_symbols_per_frame: int | None,
+    stats: DecodingStats
 ) -> Hypothesis:
     """Greedy decoding of one utterance's encoder frames ``[T, D]``."""
     head, predictor, joint = model.head, model.predictor, model.joint
@@ -60,13 +72,15 @@ def _decode_utterance(
     predictor_out, state = predictor.step(start, predictor.initial_state(1))
     predictor_proj = joint.project_predictor(predictor_out)[0]  # [J]
     stats.predictor_calls += 1
+    scorer_state = scoring.initial_state(1, frames.device)
+    context = scoring.context(scorer_state)
 
     hyp = Hypothesis()
     t, tokens_at_frame = 0, 0
     while t < frames.shape[0]:
-        logits = joint.combine(encoder_proj[t], predictor_proj)
+        scored = scoring(joint.combine(encoder_proj[t], predictor_proj).unsqueeze(0), context)
         stats.joint_calls += 1
-        label, duration, advance, label_logprob, logprob = _read_step(head, logits)
+        label, duration, advance, label_logprob, logprob = _read_step(head, scored)
         hyp.score += logprob
         stats.emissions["blank" if label >= head.num_tokens else "token", advance] += 1
         if label >= head.num_tokens:  # a blank of any kind
@@ -77,7 +91,10 @@ def _decode_utterance(
         hyp.timestamps.append(t)
         hyp.durations.append(duration)
         hyp.token_logprobs.append(label_logprob)
-        predictor_out, state = predictor.step(torch.tensor([label], device=frames.device), state)
+        label_tensor = torch.tensor([label], device=frames.device)
+        predictor_out, state = predictor.step(label_tensor, state)
+        scorer_state = scoring.advance(scorer_state, label_tensor, torch.ones(1, dtype=torch.bool, device=frames.device))
+        context = scoring.context(scorer_state)
         predictor_proj = joint.project_predictor(predictor_out)[0]
         stats.predictor_calls += 1
         if advance > 0:
@@ -91,28 +108,26 @@ def _decode_utterance(
     return hyp
 
 
-def _read_step(head: HeadSpec, logits: torch.Tensor) -> tuple[int, int, int, float, float]:
-    """The greedy choice from one logit vector ``[C]``.
+def _read_step(head: HeadSpec, scored: LabelScores) -> tuple[int, int, int, float, float]:
+    """The greedy choice from the scores of one joint call (``[1, L]`` and, for TDT, ``[1, K]``).
 
-    Returns ``(label, duration, advance, label_logprob, logprob)``: ``duration`` is the TDT duration
-    (0 for other heads) and ``advance`` how far ``t`` moves (see the module docstring).
+    Returns ``(label, duration, advance, label_logprob, score)``: ``duration`` is the TDT duration (0 for
+    other heads), ``advance`` how far ``t`` moves (see the module docstring), ``label_logprob`` the
+    Transducer's and ``score`` the fused one (plus the duration's log-prob for TDT).
     """
+    scores = scored.scores[0].tolist()
+    label = max(range(len(scores)), key=scores.__getitem__)  # the first of equal maxima, as torch.argmax
+    label_logprob = float(scored.label_logprobs[0, label])
     if head.kind == "tdt":
-        label_logprobs = logits[: head.num_labels].log_softmax(dim=0)
-        duration_logprobs = logits[head.num_labels :].log_softmax(dim=0)
-        label = int(label_logprobs.argmax())
-        duration_index = int(duration_logprobs.argmax())
+        duration_logprobs = scored.duration_logprobs[0].tolist()
+        duration_index = max(range(len(duration_logprobs)), key=duration_logprobs.__getitem__)
         duration = head.durations[duration_index]
         advance = max(duration, 1) if label == head.blank_id else duration
-        label_logprob = float(label_logprobs[label])
-        return label, duration, advance, label_logprob, label_logprob + float(duration_logprobs[duration_index])
-
-    logprobs = logits.log_softmax(dim=0)
-    label = int(logprobs.argmax())
+        return label, duration, advance, label_logprob, scores[label] + duration_logprobs[duration_index]
     if label == head.blank_id:
         advance = 1
     elif label >= head.num_tokens:  # big blank i sits at blank_id - 1 - i
         advance = head.big_blank_durations[head.blank_id - 1 - label]
     else:
         advance = 0
-    return label, 0, advance, float(logprobs[label]), float(logprobs[label])
+    return label, 0, advance, label_logprob, scores[label]

@@ -13,15 +13,22 @@ identical to :func:`~transdec.decoding.greedy_reference.greedy_reference`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 
 from transdec.decoding.batched_hyps import BatchedHyps
 from transdec.decoding.emissions import GreedyHead
 from transdec.decoding.inputs import check_max_symbols, check_window_size, checked_lengths
+from transdec.decoding.options import WindOptions
+from transdec.decoding.registry import register_strategy
 from transdec.decoding.results import DecodingResult, DecodingStats, Hypothesis
-from transdec.model.protocol import DecodingModel
+from transdec.decoding.scoring import Fusion, Scoring
+from transdec.protocol import DecodingModel
 
 
+@register_strategy("greedy_wind", WindOptions,
+                   "one utterance at a time, a WIND window of frames per joint call: the batch-1 path")
 @torch.inference_mode()
 def greedy_wind(
     model: DecodingModel,
@@ -29,13 +36,14 @@ def greedy_wind(
     lengths: torch.Tensor,
     max_symbols_per_frame: int | None = 10,
     window_size: int = 8,
+    fusions: Sequence[Fusion] = (),
 ) -> DecodingResult:
     """Decode ``encoder_out [B, T, D]`` with valid ``lengths [B]`` one utterance after another."""
     lengths = checked_lengths(encoder_out, lengths)
     check_max_symbols(max_symbols_per_frame)
     check_window_size(window_size)
     stats = DecodingStats()
-    read = GreedyHead(model.head, encoder_out.device)
+    read = GreedyHead(Scoring(model.head, fusions), encoder_out.device)
     hypotheses = [
         _decode_utterance(model, read, encoder_out[b, :length], max_symbols_per_frame, window_size, stats)
         for b, length in enumerate(lengths.tolist())
@@ -51,24 +59,29 @@ def _decode_utterance(model: DecodingModel, read: GreedyHead, frames: torch.Tens
     if num_frames == 0:
         return hyp
     encoder_proj = joint.project_encoder(frames.unsqueeze(0))[0]  # [T, J]
+    scoring = read.scoring
     label = torch.tensor([head.predictor_blank_id], device=frames.device)
     state = predictor.initial_state(1)
+    scorer_state = scoring.initial_state(1, frames.device)
+    emitted = torch.ones(1, dtype=torch.bool, device=frames.device)
     t, tokens_at_frame = 0, 0
     while t < num_frames:
         predictor_out, state = predictor.step(label, state)
         predictor_proj = joint.project_predictor(predictor_out)  # [1, J]
         stats.predictor_calls += 1
+        context = scoring.context(scorer_state)
         # Look for the next label, a window at a time.
         while True:
             size = min(window, num_frames - t)
-            emissions = read(joint.combine(encoder_proj[t : t + size], predictor_proj))  # fields [size]
+            # fields [size]; the one hypothesis' context [1, V] broadcasts over the window
+            emissions = read(joint.combine(encoder_proj[t : t + size], predictor_proj), context)
             stats.joint_calls += 1
             is_blank = emissions.is_blank.tolist()
             advance = emissions.advance.tolist()
-            logprobs = emissions.logprobs.tolist()
+            scores = emissions.scores.tolist()
             k = 0
             while k < size and is_blank[k]:
-                hyp.score += logprobs[k]
+                hyp.score += scores[k]
                 k += advance[k]
             stats.window_jumps[k] += 1
             if k > 0:
@@ -84,8 +97,9 @@ def _decode_utterance(model: DecodingModel, read: GreedyHead, frames: torch.Tens
         hyp.timestamps.append(t)
         hyp.durations.append(duration)
         hyp.token_logprobs.append(float(emissions.label_logprobs[k]))
-        hyp.score += logprobs[k]
+        hyp.score += scores[k]
         label = emissions.labels[k : k + 1]
+        scorer_state = scoring.advance(scorer_state, label, emitted)
         if advance[k] > 0:
             t += advance[k]
             tokens_at_frame = 0

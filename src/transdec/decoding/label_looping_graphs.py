@@ -36,7 +36,7 @@ from transdec.decoding import greedy_kernels
 from transdec.decoding.conditional_graphs import ConditionalGraph, While, conditional_graphs_unavailable
 from transdec.decoding.greedy_label_looping import LabelLoopingSearch
 from transdec.decoding.results import DecodingResult
-from transdec.model.protocol import DecodingModel
+from transdec.protocol import DecodingModel
 
 MIN_FRAME_BUCKET = 64
 #: Graph sets kept per model (each holds its buffers and graphs); the oldest goes first.

@@ -36,7 +36,7 @@ import torch
 
 from transdec.decoding.batched_hyps import BatchedHyps
 from transdec.decoding.emissions import Emissions, GreedyHead
-from transdec.model.protocol import Joint
+from transdec.protocol import Joint
 
 
 def max_advance(read: GreedyHead) -> int:
@@ -70,14 +70,14 @@ class WindowSkipper:
         frame_index = (time.unsqueeze(1) + self.offsets).clamp(max=self.last_frame)  # [B, w]
         return self.joint.combine(self.encoder_proj[self.rows, frame_index], predictor_proj.unsqueeze(1))
 
-    def step(self, predictor_proj: torch.Tensor, time: torch.Tensor, tokens_at_frame: torch.Tensor,
-             searching: torch.Tensor) -> tuple[Emissions, torch.Tensor]:
+    def step(self, predictor_proj: torch.Tensor, context: tuple[torch.Tensor, ...], time: torch.Tensor,
+             tokens_at_frame: torch.Tensor, searching: torch.Tensor) -> tuple[Emissions, torch.Tensor]:
         """Same contract as plain label-looping's pass: moves ``time`` (in place) over the blanks of one
         window for the ``searching`` rows, adds their log-probs to the scores, and returns the emission at
         each row's new ``time`` (a label where the row found one) and the rows still searching."""
         w = self.window
         inside = time.unsqueeze(1) + self.offsets < self.lengths.unsqueeze(1)  # [B, w]
-        emissions = self.read(self.logits(predictor_proj, time))  # fields [B, w]
+        emissions = self.read(self.logits(predictor_proj, time), context)  # fields [B, w]
 
         step_blank = inside & emissions.is_blank
         end, crossed = self._chain_end(step_blank, emissions)
@@ -91,7 +91,7 @@ class WindowSkipper:
             durations=None if emissions.durations is None else emissions.durations.gather(1, at).squeeze(1),
             advance=emissions.advance.gather(1, at).squeeze(1),
             label_logprobs=emissions.label_logprobs.gather(1, at).squeeze(1),
-            logprobs=emissions.logprobs.gather(1, at).squeeze(1),
+            scores=emissions.scores.gather(1, at).squeeze(1),
         )
         # Rows that found a label stay where they are; later passes re-read the same label there.
         return found, searching & (end >= w) & (time < self.lengths)
@@ -102,8 +102,8 @@ class WindowSkipper:
         w = self.window
         jump = self.positions.expand(step_blank.shape[0], -1).clone()  # [B, M]: positions map to themselves...
         jump[:, :w] = torch.where(step_blank, self.offsets + emissions.advance, self.offsets)  # ...or jump
-        crossed = torch.zeros(jump.shape, dtype=emissions.logprobs.dtype, device=jump.device)
-        crossed[:, :w] = torch.where(step_blank, emissions.logprobs, 0.0)
+        crossed = torch.zeros(jump.shape, dtype=emissions.scores.dtype, device=jump.device)
+        crossed[:, :w] = torch.where(step_blank, emissions.scores, 0.0)
         for _ in range(self.doublings):
             crossed = crossed + crossed.gather(1, jump)
             jump = jump.gather(1, jump)
@@ -114,5 +114,5 @@ class WindowSkipper:
         found in four operations instead of the doubling's dozen (at small batches, per-operation overhead
         rather than arithmetic sets the cost)."""
         leading_blanks = step_blank.long().cumprod(dim=1)  # [B, w]
-        crossed = torch.where(leading_blanks.bool(), emissions.logprobs, 0.0).sum(dim=1)
+        crossed = torch.where(leading_blanks.bool(), emissions.scores, 0.0).sum(dim=1)
         return leading_blanks.sum(dim=1), crossed

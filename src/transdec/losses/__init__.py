@@ -7,7 +7,7 @@ import torch
 from transdec.losses.multiblank import multiblank_rnnt_loss
 from transdec.losses.rnnt import rnnt_loss
 from transdec.losses.tdt import tdt_loss
-from transdec.model.protocol import HeadSpec
+from transdec.protocol import HeadSpec
 
 
 def transducer_loss(

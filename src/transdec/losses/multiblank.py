@@ -8,7 +8,7 @@ import torch
 
 from transdec.losses.lattice import (LatticeWeights, checked_logits, full_lattice_log_likelihood, normalized_columns,
                                      reduce_losses, target_columns)
-from transdec.model.protocol import HeadSpec
+from transdec.protocol import HeadSpec
 
 
 def multiblank_weights(logits: torch.Tensor, point_targets: torch.Tensor, big_blank_durations: Sequence[int],
@@ -39,7 +39,7 @@ def multiblank_rnnt_loss(
 
     Args:
         logits: ``[B, T, U + 1, V + len(big_blank_durations) + 1]`` raw joint outputs in the layout of
-            :class:`~transdec.model.protocol.HeadSpec`: tokens, big blanks (big blank ``i`` at
+            :class:`~transdec.protocol.HeadSpec`: tokens, big blanks (big blank ``i`` at
             ``blank - 1 - i``), blank last. All outputs share one softmax.
         targets, logit_lengths, target_lengths, reduction: as for
             :func:`~transdec.losses.rnnt.rnnt_loss`.

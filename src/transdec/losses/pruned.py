@@ -30,7 +30,7 @@ from transdec.losses.lattice import (IMPOSSIBLE, LatticeWeights, full_lattice_lo
 from transdec.losses.multiblank import multiblank_weights
 from transdec.losses.rnnt import rnnt_weights
 from transdec.losses.tdt import tdt_weights
-from transdec.model.protocol import HeadSpec, Joint
+from transdec.protocol import HeadSpec, Joint
 
 
 def head_weights(head: HeadSpec, logits: torch.Tensor, point_targets: torch.Tensor, sigma: float) -> LatticeWeights:

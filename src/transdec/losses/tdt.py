@@ -8,7 +8,7 @@ import torch
 
 from transdec.losses.lattice import (LatticeWeights, checked_logits, full_lattice_log_likelihood, normalized_columns,
                                      reduce_losses, target_columns)
-from transdec.model.protocol import HeadSpec
+from transdec.protocol import HeadSpec
 
 
 def tdt_weights(logits: torch.Tensor, point_targets: torch.Tensor, durations: Sequence[int],

@@ -1,11 +1,10 @@
-"""The model protocol and the predictor, joint and head modules that implement it."""
+"""transdec's own models: feature extractor, encoders, predictors, joint and tokenizer, behind :mod:`transdec.protocol`."""
 
 from transdec.model.checkpoint import load_model, save_model
 from transdec.model.conformer import ConformerConfig, ConformerEncoder
 from transdec.model.features import FbankConfig, FbankExtractor
 from transdec.model.joint import JointNetwork
 from transdec.model.predictors import LSTMPredictor, StatelessPredictor
-from transdec.model.protocol import DecodingModel, HeadSpec, Joint, Predictor
 from transdec.model.tokenizer import Tokenizer
 from transdec.model.transducer_decoder import TransducerDecoder
 from transdec.model.transducer_model import ModelConfig, PredictorConfig, TransducerModel
@@ -13,15 +12,11 @@ from transdec.model.transducer_model import ModelConfig, PredictorConfig, Transd
 __all__ = [
     "ConformerConfig",
     "ConformerEncoder",
-    "DecodingModel",
     "FbankConfig",
     "FbankExtractor",
-    "HeadSpec",
-    "Joint",
     "JointNetwork",
     "LSTMPredictor",
     "ModelConfig",
-    "Predictor",
     "PredictorConfig",
     "StatelessPredictor",
     "Tokenizer",

@@ -1,4 +1,4 @@
-"""The joint network, implementing :class:`~transdec.model.protocol.Joint` for every head kind."""
+"""The joint network, implementing :class:`~transdec.protocol.Joint` for every head kind."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from transdec.model.protocol import HeadSpec
+from transdec.protocol import HeadSpec
 
 # In place: applied to a fresh sum, and each one's gradient needs only its output.
 _ACTIVATIONS = {"relu": torch.relu_, "tanh": torch.tanh_, "sigmoid": torch.sigmoid_}
@@ -15,7 +15,7 @@ _ACTIVATIONS = {"relu": torch.relu_, "tanh": torch.tanh_, "sigmoid": torch.sigmo
 class JointNetwork(nn.Module):
     """``logits = output(activation(encoder_projection(f) + predictor_projection(g)))``.
 
-    The output width is ``head.num_outputs`` (see :mod:`transdec.model.protocol` for the layout).
+    The output width is ``head.num_outputs`` (see :mod:`transdec.protocol` for the layout).
     """
 
     def __init__(

@@ -1,4 +1,4 @@
-"""Prediction networks implementing :class:`~transdec.model.protocol.Predictor`.
+"""Prediction networks implementing :class:`~transdec.protocol.Predictor`.
 
 Both take the blank id as start-of-sequence and embed it as zeros (NeMo's "blank as pad"), so that the
 first step sees no label.

@@ -8,7 +8,7 @@ import torch
 
 from transdec.model.joint import JointNetwork
 from transdec.model.predictors import LSTMPredictor, StatelessPredictor
-from transdec.model.protocol import HeadSpec
+from transdec.protocol import HeadSpec
 from transdec.model.transducer_decoder import TransducerDecoder
 
 

@@ -10,7 +10,7 @@
 
 Id layout. Every id ``0 .. V-1`` (``V = tokenizer.vocab_size``) is a real token the model may emit;
 the Transducer's blank is id ``V``, outside the tokenizer (the layout of
-:mod:`transdec.model.protocol`). Trained tokenizers therefore have no BOS, EOS or PAD pieces. Id 0 is
+:mod:`transdec.protocol`). Trained tokenizers therefore have no BOS, EOS or PAD pieces. Id 0 is
 ``<unk>``: sentencepiece requires an unknown piece, and it is harmless as an output token. It stands
 for characters not seen in training (none are dropped with the default ``character_coverage=1.0``,
 so only text with new characters produces it), and decodes to ``" ⁇ "``.

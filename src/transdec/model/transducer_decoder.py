@@ -6,11 +6,11 @@ from torch import nn
 
 from transdec.model.joint import JointNetwork
 from transdec.model.predictors import LSTMPredictor, StatelessPredictor
-from transdec.model.protocol import HeadSpec
+from transdec.protocol import HeadSpec
 
 
 class TransducerDecoder(nn.Module):
-    """Bundles a head spec, a predictor and a joint; satisfies :class:`~transdec.model.protocol.DecodingModel`."""
+    """Bundles a head spec, a predictor and a joint; satisfies :class:`~transdec.protocol.DecodingModel`."""
 
     def __init__(self, head: HeadSpec, predictor: LSTMPredictor | StatelessPredictor, joint: JointNetwork) -> None:
         super().__init__()

@@ -1,6 +1,6 @@
 """The complete speech model: waveform -> features -> Conformer encoder -> predictor + joint + head.
 
-A :class:`TransducerModel` is a :class:`~transdec.model.protocol.DecodingModel`, so every decoder runs on it
+A :class:`TransducerModel` is a :class:`~transdec.protocol.DecodingModel`, so every decoder runs on it
 directly. Its configuration is plain data (:class:`ModelConfig`), which is what makes checkpoints
 self-describing (see :mod:`transdec.model.checkpoint`).
 """
@@ -22,7 +22,7 @@ from transdec.model.conformer import ConformerConfig, ConformerEncoder
 from transdec.model.features import FbankConfig, FbankExtractor
 from transdec.model.joint import JointNetwork
 from transdec.model.predictors import LSTMPredictor, StatelessPredictor
-from transdec.model.protocol import HeadSpec
+from transdec.protocol import HeadSpec
 from transdec.model.tokenizer import Tokenizer
 
 
@@ -99,7 +99,7 @@ class ModelConfig:
 class TransducerModel(nn.Module):
     """A trained Transducer: :meth:`encode` audio, then decode with any transdec decoder.
 
-    Attributes used by decoders (the :class:`~transdec.model.protocol.DecodingModel` protocol): ``head``,
+    Attributes used by decoders (the :class:`~transdec.protocol.DecodingModel` protocol): ``head``,
     ``predictor``, ``joint``. ``tokenizer`` maps token ids to text.
     """
 

@@ -1,4 +1,4 @@
-"""Training data: NeMo-style JSONL manifests, audio loading, long-form rows and duration-bucketed batches."""
+"""Training data: manifest entries, padded batches, long-form rows and duration-bucketed batches."""
 
 from __future__ import annotations
 
@@ -7,38 +7,38 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
 from torch import Tensor
 
 from transdec.audio import load_audio
-from transdec.sources import read_manifest_items
+from transdec.manifest import ManifestEntry, read_manifest
+from transdec.padding import pad_batch
 
 
-@dataclass
-class ManifestEntry:
-    """One line of a manifest: ``{"audio_filepath": ..., "duration": seconds, "text": ...}`` (extra keys kept)."""
-
-    audio_filepath: Path
-    duration: float
-    text: str
-    extra: dict
+#: What training needs of every manifest entry besides its audio.
+TRAINING_FIELDS = ("duration", "text")
 
 
-def read_manifest(path: str | Path) -> list[ManifestEntry]:
-    """Entries of a JSONL manifest (relative audio paths resolved against its folder); training needs every
-    line to be valid and to carry ``duration`` and ``text``, so the first bad one raises."""
-    items, errors = read_manifest_items(Path(path))
+def read_training_manifest(path: str | Path) -> list[ManifestEntry]:
+    """Entries of a manifest (:func:`~transdec.manifest.read_manifest`) that all have a ``duration`` and a
+    ``text`` and an audio file that exists.
+
+    Raises:
+        ValueError: naming every bad line (the first ten of them): a training run must not find one hours in.
+    """
+    entries, errors = read_manifest(path, required=TRAINING_FIELDS, check_files=True)
     if errors:
-        raise ValueError(f"{errors[0].where}: {errors[0].message}")
-    entries = []
-    for item in items:
-        extra = {k: v for k, v in item.entry.items() if k not in ("audio_filepath", "duration", "text")}
-        try:
-            entries.append(ManifestEntry(item.path, float(item.entry["duration"]), str(item.entry["text"]), extra))
-        except (KeyError, TypeError, ValueError) as error:
-            raise ValueError(f"{path}: the entry for {item.entry['audio_filepath']} needs a duration and a text "
-                             f"({error!r})") from error
+        shown = [str(error) for error in errors[:10]]
+        more = f"\n... and {len(errors) - 10} more" if len(errors) > 10 else ""
+        raise ValueError(f"{path}: {len(errors)} bad line(s):\n" + "\n".join(shown) + more)
     return entries
+
+
+def load_entry(entry: ManifestEntry, sample_rate: int) -> np.ndarray:
+    """Samples ``[N]`` of an entry's audio (its segment, when it has an offset) at ``sample_rate``."""
+    offset, duration = entry.segment
+    return load_audio(entry.audio_filepath, sample_rate, offset, duration)
 
 
 @dataclass
@@ -73,19 +73,14 @@ def collate(entries: list[ManifestEntry], rows: list[list[int]], token_ids: list
     pause = torch.zeros(round(pause_seconds * sample_rate))
     audios = []
     for row in rows:
-        pieces = [torch.from_numpy(load_audio(entries[i].audio_filepath, sample_rate)) for i in row]
+        pieces = [torch.from_numpy(load_entry(entries[i], sample_rate)) for i in row]
         audios.append(torch.cat([x for piece in pieces for x in (pause, piece)][1:]))
-    waveforms = torch.zeros(len(audios), _round_up(max(len(a) for a in audios), pad_samples))
-    for row, audio in enumerate(audios):
-        waveforms[row, : len(audio)] = audio
+    waveforms, waveform_lengths = pad_batch(audios, multiple=pad_samples, dtype=torch.float32)
     # BPE pieces never cross a word boundary, so a row's tokens are its utterances' tokens one after another.
     row_tokens = [[token for i in row for token in token_ids[i]] for row in rows]
-    longest = max(1, max(len(t) for t in row_tokens))
-    targets = torch.zeros(len(rows), _round_up(longest, pad_tokens), dtype=torch.int64)
-    for row, tokens in enumerate(row_tokens):
-        targets[row, : len(tokens)] = torch.tensor(tokens, dtype=torch.int64)
-    return Batch(waveforms, torch.tensor([len(a) for a in audios]), targets,
-                 torch.tensor([len(t) for t in row_tokens]), [list(row) for row in rows])
+    # min_length 1: a batch whose rows have no tokens still gets a target tensor with a column.
+    targets, target_lengths = pad_batch(row_tokens, multiple=pad_tokens, dtype=torch.int64, min_length=1)
+    return Batch(waveforms, waveform_lengths, targets, target_lengths, [list(row) for row in rows])
 
 
 def padding_multiples(pad_to_seconds: float, sample_rate: int) -> tuple[int, int]:
@@ -93,10 +88,6 @@ def padding_multiples(pad_to_seconds: float, sample_rate: int) -> tuple[int, int
     if pad_to_seconds <= 0:
         return 1, 1
     return max(1, round(pad_to_seconds * sample_rate)), 16
-
-
-def _round_up(value: int, multiple: int) -> int:
-    return -(-value // multiple) * multiple
 
 
 def long_form_rows(durations: list[float], share: float, max_seconds: float, pause_seconds: float, seed: int,

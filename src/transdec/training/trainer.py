@@ -36,17 +36,17 @@ from typing import Any, Iterator
 import torch
 import torch.nn.functional as F
 
-from transdec.audio import load_audio
 from transdec.decoding import DecodingConfig
 from transdec.losses import transducer_loss
 from transdec.losses.pruned import pruned_transducer_loss
+from transdec.manifest import ManifestEntry
 from transdec.metrics import word_error_rate
 from transdec.model.checkpoint import load_model, save_model
 from transdec.model.joint import SimpleJoint
 from transdec.model.tokenizer import Tokenizer
 from transdec.model.transducer_model import ModelConfig, TransducerModel
-from transdec.training.data import (Batch, ManifestEntry, bucketed_batches, collate, long_form_rows,
-                                    padding_multiples, read_manifest, row_seconds)
+from transdec.training.data import (Batch, bucketed_batches, collate, load_entry, long_form_rows, padding_multiples,
+                                    read_training_manifest, row_seconds)
 from transdec.training.specaugment import SpecAugmentConfig, spec_augment
 from transdec.transcribe import transcribe
 
@@ -190,7 +190,7 @@ def transcribe_entries(model: TransducerModel, entries: list[ManifestEntry], bat
     """Greedy transcripts of manifest entries, in manifest order."""
     was_training = model.training
     model.eval()
-    waveforms = [load_audio(e.audio_filepath, model.sample_rate) for e in entries]
+    waveforms = [load_entry(e, model.sample_rate) for e in entries]
     texts = [t.text for t in transcribe(model, waveforms, decoding, batch_size)]
     model.train(was_training)
     return texts
@@ -206,7 +206,7 @@ class Trainer:
         self.checkpoint_dir = self.exp_dir / "checkpoints"
         self.checkpoint_dir.mkdir(parents=True, exist_ok=True)
         self.train_entries = self.read_train_manifest()
-        self.dev_entries = read_manifest(config.dev_manifest)
+        self.dev_entries = read_training_manifest(config.dev_manifest)
 
         latest = self.latest_checkpoint()
         state: dict[str, Any] | None = None
@@ -271,7 +271,7 @@ class Trainer:
 
     def read_train_manifest(self) -> list[ManifestEntry]:
         config = self.config
-        entries = [e for e in read_manifest(config.train_manifest) if e.duration <= config.max_duration]
+        entries = [e for e in read_training_manifest(config.train_manifest) if e.duration <= config.max_duration]
         if not entries:
             raise ValueError(f"{config.train_manifest}: no utterances of at most {config.max_duration} s")
         return entries

@@ -7,7 +7,8 @@ A Transducer decoder needs three things from a model, and nothing else:
 * a :class:`Joint` that combines encoder frames with predictor outputs into logits.
 
 Anything with ``head``, ``predictor`` and ``joint`` attributes of these kinds is a
-:class:`DecodingModel`: transdec's own modules, or adapters around NeMo, icefall or ONNX models.
+:class:`DecodingModel`: transdec's own modules, or adapters around NeMo, icefall or ONNX models. A
+:class:`SpeechModel` adds what transcription needs around the decoder: audio to encoder frames and a tokenizer.
 
 Output layout (the one NeMo uses, so NeMo models fit without remapping), with ``V = num_tokens``:
 
@@ -177,3 +178,43 @@ class DecodingModel(Protocol):
 
     @property
     def joint(self) -> Joint: ...
+
+
+@runtime_checkable
+class TextTokenizer(Protocol):
+    """Token ids to text, as transcription needs it (a sentencepiece model in practice)."""
+
+    def decode(self, ids: list[int]) -> str:
+        """The text of token ids ``< V``."""
+        ...
+
+    def word_starts(self, ids: list[int]) -> list[bool]:
+        """Per token, whether it begins a word (for word timings)."""
+        ...
+
+
+@runtime_checkable
+class SpeechModel(DecodingModel, Protocol):
+    """A whole recogniser: audio to encoder frames, the decoding parts, and a tokenizer.
+
+    transdec's own :class:`~transdec.model.transducer_model.TransducerModel` is one; models from other
+    toolkits (:mod:`transdec.adapters`) implement it to be transcribed and evaluated like the bundled ones.
+    """
+
+    @property
+    def sample_rate(self) -> int:
+        """Audio samples per second the model takes."""
+        ...
+
+    @property
+    def frame_shift_seconds(self) -> float:
+        """Seconds between two encoder frames (timestamps are in frames of this size)."""
+        ...
+
+    @property
+    def tokenizer(self) -> TextTokenizer: ...
+
+    def encode(self, waveforms: torch.Tensor, lengths: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Mono float audio ``[B, N]`` in ``[-1, 1]`` with valid sample counts ``[B]`` to encoder frames
+        ``[B, T, D]`` and their valid counts ``[B]``."""
+        ...
