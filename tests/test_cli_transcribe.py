@@ -177,6 +177,16 @@ def test_json_output_never_holds_nan(workspace: Path, tmp_path: Path, capsys, mo
     assert "a.wav: the transcript holds NaN or infinity" in err and "2 item(s) failed, 0 transcribed" in err
 
 
+def test_beam_search_nbest_in_jsonl(workspace: Path, capsys) -> None:
+    code, out, _ = cli(capsys, "transcribe", workspace / "audio", "--model", workspace / "model.pt",
+                       "--decoding", "beam_alsd_pp", "--beam-size", "3", "--nbest", "2", "--format", "jsonl")
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert code == 0 and len(rows) == 2
+    for row in rows:
+        assert len(row["nbest"]) == 2 and row["nbest"][0]["text"] == row["text"]
+        assert row["nbest"][0]["score"] >= row["nbest"][1]["score"]
+
+
 @pytest.mark.parametrize("stop", [KeyboardInterrupt, RuntimeError])
 def test_an_interrupted_or_crashed_run_keeps_the_old_output(workspace: Path, tmp_path: Path, capsys, monkeypatch,
                                                             stop: type[BaseException]) -> None:

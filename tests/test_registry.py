@@ -105,3 +105,14 @@ def test_flag_values_are_parsed_to_the_field_types(capsys):
     with pytest.raises(SystemExit):
         parser.parse_args(["--cuda-graphs", "always"])
     assert "choose from auto, while_loops, step_graphs, off" in capsys.readouterr().err
+
+
+def test_beam_options_are_flags(capsys):
+    parser = argparse.ArgumentParser()
+    add_decoding_arguments(parser, default="greedy_label")
+    config, = decoding_configs(parser.parse_args(["--decoding", "beam_alsd_pp", "--beam-size", "3", "--nbest", "2",
+                                                  "--merge", "logsumexp", "--length-norm"]))
+    assert (config.options.beam_size, config.options.nbest, config.options.merge, config.options.length_norm) == (
+        3, 2, "logsumexp", True)
+    with pytest.raises(ValueError, match="--beam-size does not apply to greedy_label"):
+        decoding_configs(parser.parse_args(["--beam-size", "3"]))

@@ -33,12 +33,23 @@ class WordTiming:
 
 @dataclass
 class Transcript:
-    """One input's result: ``text``, ``tokens`` (ids), ``words`` with timings, and the audio ``duration``."""
+    """One input's result: ``text``, ``tokens`` (ids), ``words`` with timings, the audio ``duration``, and for a
+    beam search asked for several hypotheses, the ``nbest`` (best first, the first being this one)."""
 
     text: str
     tokens: list[int] = field(default_factory=list)
     words: list[WordTiming] = field(default_factory=list)
     duration: float = 0.0
+    nbest: list[Alternative] = field(default_factory=list)
+
+
+@dataclass
+class Alternative:
+    """One of the n-best hypotheses: its text, token ids and score (the search's log-probability)."""
+
+    text: str
+    tokens: list[int]
+    score: float
 
 
 def words_of(model: TransducerModel, hyp: Hypothesis) -> list[WordTiming]:
@@ -61,9 +72,11 @@ def words_of(model: TransducerModel, hyp: Hypothesis) -> list[WordTiming]:
     return words
 
 
-def _transcript(model: TransducerModel, hyp: Hypothesis, num_samples: int) -> Transcript:
+def _transcript(model: TransducerModel, nbest: list[Hypothesis], num_samples: int) -> Transcript:
+    hyp = nbest[0] if nbest else Hypothesis()
+    alternatives = [Alternative(model.tokenizer.decode(h.tokens), h.tokens, h.score) for h in nbest] if len(nbest) > 1 else []
     return Transcript(model.tokenizer.decode(hyp.tokens), hyp.tokens, words_of(model, hyp),
-                      num_samples / model.sample_rate)
+                      num_samples / model.sample_rate, alternatives)
 
 
 @torch.inference_mode()
@@ -86,6 +99,6 @@ def transcribe(model: TransducerModel, inputs: Sequence[AudioInput], decoding: D
     for start in range(0, len(order), batch_size):
         indices = order[start : start + batch_size]
         encoded, frame_counts = encode_batch(model, [waveforms[i] for i in indices], chunking)
-        for i, hyp in zip(indices, decode(model, encoded, frame_counts, decoding).hypotheses()):
-            results[i] = _transcript(model, hyp, len(waveforms[i]))
+        for i, nbest in zip(indices, decode(model, encoded, frame_counts, decoding).nbest_hypotheses()):
+            results[i] = _transcript(model, nbest, len(waveforms[i]))
     return results  # type: ignore[return-value]

@@ -29,8 +29,11 @@ def format_result(item: AudioItem, transcript: Transcript, output_format: str, p
                           allow_nan=False)
     words = [{"word": w.word, "start": round(w.start, 3), "end": round(w.end, 3),
               "confidence": round(w.confidence, 4)} for w in transcript.words]
-    return json.dumps({"audio_filepath": str(item.path), "offset": item.offset, "duration": round(transcript.duration, 3),
-                       "text": transcript.text, "tokens": transcript.tokens, "words": words}, allow_nan=False)
+    row = {"audio_filepath": str(item.path), "offset": item.offset, "duration": round(transcript.duration, 3),
+           "text": transcript.text, "tokens": transcript.tokens, "words": words}
+    if transcript.nbest:
+        row["nbest"] = [{"text": a.text, "tokens": a.tokens, "score": round(a.score, 4)} for a in transcript.nbest]
+    return json.dumps(row, allow_nan=False)
 
 
 def transcribe_files(model: TransducerModel, paths: list[str], decoding: DecodingConfig, batch_size: int = 16,

@@ -59,10 +59,10 @@ def _parser_of(flag: _Flag) -> Callable[[str], Any]:
             if text not in choices:
                 raise argparse.ArgumentTypeError(f"choose from {', '.join(choices)}" + (" or none" if optional else ""))
             return choices[text] if isinstance(choices, dict) else text
-        if value_type is bool:
-            if text.lower() not in ("true", "false", "1", "0", "yes", "no"):
-                raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
-            return text.lower() in ("true", "1", "yes")
+        if value_type is bool:  # bool("false") is True
+            if text.lower() not in ("true", "false"):
+                raise argparse.ArgumentTypeError(f"expected true, false or none, got {text!r}")
+            return text.lower() == "true"
         try:
             return value_type(text)
         except ValueError:
@@ -80,15 +80,20 @@ def add_decoding_arguments(parser: argparse.ArgumentParser, default: str, severa
                         + f" (default: %(default)s). {listing}")
     group = parser.add_argument_group("decoding options (each names the strategies it applies to)")
     for flag in _flags().values():
-        group.add_argument("--" + flag.name.replace("_", "-"), dest=_DEST_PREFIX + flag.name, type=_parser_of(flag),
-                           default=argparse.SUPPRESS, metavar=_metavar(flag), help=_help(flag))
+        name, dest = "--" + flag.name.replace("_", "-"), _DEST_PREFIX + flag.name
+        if flag.value_type is bool and not flag.optional:  # a switch: --length-norm / --no-length-norm
+            group.add_argument(name, dest=dest, action=argparse.BooleanOptionalAction, default=argparse.SUPPRESS,
+                               help=_help(flag))
+        else:
+            group.add_argument(name, dest=dest, type=_parser_of(flag), default=argparse.SUPPRESS,
+                               metavar=_metavar(flag), help=_help(flag))
 
 
 def _metavar(flag: _Flag) -> str:
     choices = flag.field.metadata.get("choices")
     if choices:
         return "{" + ",".join(choices) + "}"
-    name = {int: "N", float: "X", bool: "BOOL"}.get(flag.value_type, "VALUE")
+    name = {int: "N", float: "X"}.get(flag.value_type, "VALUE")
     return name + "|none" if flag.optional else name
 
 

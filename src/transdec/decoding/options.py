@@ -59,3 +59,28 @@ class WindOptions(GreedyOptions):
     def __post_init__(self) -> None:
         super().__post_init__()
         check_window_size(self.window_size)
+
+
+MERGE_RULES = ("max", "logsumexp", "none")
+
+
+@dataclass(frozen=True)
+class BeamOptions(GreedyOptions):
+    """Options every beam search takes. ``max_symbols_per_frame`` means what it means in greedy decoding: after
+    that many tokens at one frame a hypothesis moves on one frame, scoring nothing."""
+
+    beam_size: int = option(4, "hypotheses kept per utterance")
+    nbest: int = option(1, "hypotheses returned per utterance, best first (at most beam_size)")
+    merge: str = option("max", "hypotheses with the same tokens in the same search state: keep the best ('max'), "
+                               "keep it with the summed probability ('logsumexp'), or keep both ('none')",
+                        choices=MERGE_RULES)
+    length_norm: bool = option(False, "rank finished hypotheses by score per token instead of score")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if isinstance(self.beam_size, bool) or not isinstance(self.beam_size, int) or self.beam_size < 1:
+            raise ValueError(f"beam_size must be a positive integer, got {self.beam_size!r}")
+        if isinstance(self.nbest, bool) or not isinstance(self.nbest, int) or not 1 <= self.nbest <= self.beam_size:
+            raise ValueError(f"nbest must lie in [1, beam_size={self.beam_size}], got {self.nbest!r}")
+        if self.merge not in MERGE_RULES:
+            raise ValueError(f"merge must be one of {MERGE_RULES}, got {self.merge!r}")

@@ -22,6 +22,9 @@ class Hypothesis:
         token_logprobs: log-probability of each token's label (for TDT without the duration term).
         score: log-probability of the whole decoded path: every label and blank emission, including
             TDT duration terms. Frames skipped by a forced advance (``max_symbols_per_frame``) add nothing.
+            With fusions, the fused score; for beam search with log-sum-exp merging, the merged score of
+            every path to these tokens the search combined.
+        am_score: beam search only (else None): ``score`` without the fusions' terms.
     """
 
     tokens: list[int] = field(default_factory=list)
@@ -29,6 +32,7 @@ class Hypothesis:
     durations: list[int] = field(default_factory=list)
     token_logprobs: list[float] = field(default_factory=list)
     score: float = 0.0
+    am_score: float | None = None
 
 
 @dataclass
@@ -58,12 +62,23 @@ class DecodingResult:
         stats: call counts.
         exact: False for decoders that may differ from the per-utterance reference (frame-looping
             TDT and multi-blank, which advance the whole batch by its smallest duration).
+        nbest: beam search only (else None): per utterance, its best hypotheses, best first; ``hyps``
+            holds the first of each.
     """
 
     hyps: BatchedHyps
     stats: DecodingStats
     exact: bool = True
+    nbest: list[list[Hypothesis]] | None = None
 
     def hypotheses(self) -> list[Hypothesis]:
-        """The hypotheses as Python lists, one per utterance."""
+        """The best hypothesis of each utterance, as Python lists."""
+        if self.nbest is not None:
+            return [hyps[0] if hyps else Hypothesis() for hyps in self.nbest]
         return self.hyps.to_hypotheses()
+
+    def nbest_hypotheses(self) -> list[list[Hypothesis]]:
+        """Per utterance, the n-best list (one hypothesis for greedy decoders)."""
+        if self.nbest is not None:
+            return self.nbest
+        return [[hyp] for hyp in self.hyps.to_hypotheses()]

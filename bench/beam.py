@@ -1,0 +1,108 @@
+"""Decoder-only speed of beam search against greedy label-looping, on a parakeet-sized decoder, on the CPU.
+
+The decoder is the random parakeet-sized one of ``bench/greedy.py`` (2-layer LSTM predictor of width 640,
+joint width 640, 1024 tokens, greedy emitting about one token per 2.5 encoder frames), on random encoder
+outputs of 5-20 s utterances. Every strategy decodes the same batches in the same process, alternating,
+and the table gives the median of the repeats and each time as a ratio to greedy label-looping at the same
+batch size. The per-utterance baselines (``beam_alsd``, and ``beam_maes`` / ``beam_graves`` where
+registered) run on the first ``--baseline-utterances`` utterances; the last table compares them with the
+batched searches on exactly those utterances.
+
+    python bench/beam.py                  # RNN-T and TDT, beams 2/4/8, B = 1, 16, 32
+    python bench/beam.py --quick          # RNN-T, beam 4, B = 1 and 32, 8 utterances
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+import warnings
+
+import torch
+
+from greedy import calibrated_model, describe_settings, make_batches, utterance_lengths, HEADS, FRAME_SECONDS
+from transdec.decoding import STRATEGIES, DecodingConfig, InexactDecodingWarning, decode
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--heads", default="rnnt,tdt")
+    parser.add_argument("--beams", default="2,4,8")
+    parser.add_argument("--batch-sizes", default="1,16,32")
+    parser.add_argument("--batched", default="beam_alsd_pp,beam_aes_pp", help="batched searches (those registered)")
+    parser.add_argument("--baselines", default="beam_alsd,beam_maes,beam_graves",
+                        help="per-utterance searches (those registered)")
+    parser.add_argument("--utterances", type=int, default=32)
+    parser.add_argument("--baseline-utterances", type=int, default=32)
+    parser.add_argument("--baseline-beam", type=int, default=4)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--tokens-per-frame", type=float, default=0.4)
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    if args.quick:
+        args.heads, args.beams, args.batch_sizes, args.utterances, args.repeats = "rnnt", "4", "1,32", 8, 1
+        args.baseline_utterances = 4
+    return args
+
+
+def seconds(model, batches, config: DecodingConfig) -> float:
+    start = time.perf_counter()
+    for frames, lengths in batches:
+        decode(model, frames, lengths, config)
+    return time.perf_counter() - start
+
+
+def median_times(model, batches, configs: dict[str, DecodingConfig], repeats: int) -> dict[str, float]:
+    """Median seconds of each config over ``repeats`` rounds, the configs alternating within a round."""
+    samples: dict[str, list[float]] = {name: [] for name in configs}
+    for name, config in configs.items():  # untimed warm-up
+        decode(model, *batches[0], config)
+    for _ in range(repeats):
+        for name, config in configs.items():
+            samples[name].append(seconds(model, batches, config))
+    return {name: statistics.median(values) for name, values in samples.items()}
+
+
+def main() -> None:
+    args = parse_args()
+    warnings.simplefilter("ignore", InexactDecodingWarning)
+    batched = [s for s in args.batched.split(",") if s in STRATEGIES]
+    baselines = [s for s in args.baselines.split(",") if s in STRATEGIES]
+    beams = [int(b) for b in args.beams.split(",")]
+    lengths = utterance_lengths(args.utterances, args.seed)
+    print(f"# {describe_settings(args.threads)}")
+    print(f"# {len(lengths)} utterances, {sum(lengths) * FRAME_SECONDS:.0f} s of audio, median of {args.repeats} repeats")
+    for kind in args.heads.split(","):
+        model = calibrated_model(HEADS[kind], args.tokens_per_frame, args.seed)
+        print(f"\n## {kind}: seconds to decode all utterances (ratio to greedy_label at the same batch size)")
+        names = [f"{s} beam {b}" for s in batched for b in beams]
+        print("| B | greedy_label | " + " | ".join(names) + " |")
+        print("|---" * (len(names) + 2) + "|")
+        for batch_size in [int(b) for b in args.batch_sizes.split(",")]:
+            batches = make_batches(lengths, batch_size, args.seed)
+            configs = {"greedy_label": DecodingConfig("greedy_label", cpu_threads=args.threads)}
+            configs.update({f"{s} beam {b}": DecodingConfig(s, beam_size=b, cpu_threads=args.threads)
+                            for s in batched for b in beams})
+            times = median_times(model, batches, configs, args.repeats)
+            greedy = times["greedy_label"]
+            print(f"| {batch_size} | {greedy:.2f} | "
+                  + " | ".join(f"{times[n]:.2f} ({times[n] / greedy:.2f}x)" for n in names) + " |", flush=True)
+        if baselines:
+            subset = lengths[: args.baseline_utterances]
+            beam = args.baseline_beam
+            print(f"\n## {kind}: {len(subset)} utterances, beam {beam}: per-utterance baselines against the batched "
+                  f"searches at B = {len(subset)} (seconds; ratio of the baseline to the batched search)")
+            configs = {s: DecodingConfig(s, beam_size=beam, cpu_threads=args.threads) for s in batched + baselines}
+            times = median_times(model, make_batches(subset, len(subset), args.seed), configs, 1)
+            for name in baselines:
+                ratios = ", ".join(f"{times[name] / times[b]:.1f}x {b}" for b in batched)
+                print(f"- {name}: {times[name]:.2f} s ({ratios})")
+            for name in batched:
+                print(f"- {name}: {times[name]:.2f} s")
+
+
+if __name__ == "__main__":
+    main()

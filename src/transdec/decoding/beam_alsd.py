@@ -1,0 +1,240 @@
+"""Alignment-length synchronous beam search (Saon et al. 2020, ALSD), one utterance at a time: the specification
+that batched ALSD++ (:mod:`transdec.decoding.beam_alsd_pp`) is tested against.
+
+Every hypothesis takes exactly one emission per search step, so all hypotheses of a step have the same
+alignment length (tokens plus blanks). A hypothesis is its tokens, its frame ``t``, the number of tokens it
+emitted at ``t`` since ``t`` last moved, its score and its predictor and fusion states. At each step:
+
+1. Every unfinished hypothesis (``t < T``) is expanded by every emission the greedy rules allow at ``t``
+   (:mod:`transdec.decoding.greedy_reference`): each label output (and, for TDT, each duration with it),
+   scored by :class:`~transdec.decoding.scoring.Scoring`. A blank moves ``t`` by 1, a big blank by its
+   duration, a TDT emission by its duration (a blank by at least 1); a token of an RNN-T or multi-blank head
+   stays at ``t``; ``max_symbols_per_frame`` tokens at one frame force ``t`` on by one, scoring nothing.
+   A finished hypothesis is carried over unchanged, so finished and unfinished ones compete in one beam.
+2. The ``beam_size`` best candidates are kept (only each hypothesis' ``beam_size`` best emissions can be
+   among them, so only those are scored further).
+3. Merging (``merge``): kept hypotheses with the same tokens in the same state (the same ``t`` and tokens
+   emitted there, or both finished) are one hypothesis: the best of them, with its own score (``"max"``) or
+   with the log of their summed probabilities (``"logsumexp"``); ``"none"`` keeps them all.
+
+The search ends when every hypothesis is finished; ``max_length_ratio`` (Saon's ``U_max = ratio * T``) ends it
+after ``T + U_max`` steps instead, keeping only the finished hypotheses if there are any. The n-best are the
+finished hypotheses by score (per token with ``length_norm``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from transdec.decoding.batched_hyps import BatchedHyps
+from transdec.decoding.inputs import checked_lengths
+from transdec.decoding.options import BeamOptions, option
+from transdec.decoding.registry import register_strategy
+from transdec.decoding.results import DecodingResult, DecodingStats, Hypothesis
+from transdec.decoding.scoring import Fusion, LabelScores, Scoring
+from transdec.protocol import DecodingModel, HeadSpec
+
+
+@dataclass(frozen=True)
+class AlsdOptions(BeamOptions):
+    """Options of per-utterance ALSD."""
+
+    max_length_ratio: float | None = option(
+        None, "end the search after T * (1 + ratio) steps, Saon's U_max (default none: when every hypothesis is "
+              "finished)")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.max_length_ratio is not None and not self.max_length_ratio >= 0:
+            raise ValueError(f"max_length_ratio must be non-negative or None, got {self.max_length_ratio}")
+
+
+@dataclass
+class _Hyp:
+    tokens: tuple[int, ...] = ()
+    timestamps: tuple[int, ...] = ()
+    durations: tuple[int, ...] = ()
+    token_logprobs: tuple[float, ...] = ()
+    time: int = 0
+    tokens_at_frame: int = 0
+    score: float = 0.0
+    am_score: float = 0.0
+    predictor_proj: torch.Tensor | None = None  # [1, J] after the tokens
+    state: Any = None
+    scorer_state: Any = None
+    context: tuple[torch.Tensor, ...] = field(default=())
+
+
+@register_strategy("beam_alsd", AlsdOptions,
+                   "alignment-length synchronous beam search, one utterance at a time (Saon et al. 2020)")
+@torch.inference_mode()
+def beam_alsd(
+    model: DecodingModel,
+    encoder_out: torch.Tensor,
+    lengths: torch.Tensor,
+    max_symbols_per_frame: int | None = 10,
+    beam_size: int = 4,
+    nbest: int = 1,
+    merge: str = "max",
+    length_norm: bool = False,
+    max_length_ratio: float | None = None,
+    fusions: Sequence[Fusion] = (),
+) -> DecodingResult:
+    """Beam search over ``encoder_out [B, T, D]`` with valid ``lengths [B]``, one utterance after another."""
+    lengths = checked_lengths(encoder_out, lengths)
+    options = AlsdOptions(max_symbols_per_frame=max_symbols_per_frame, beam_size=beam_size, nbest=nbest,
+                          merge=merge, length_norm=length_norm, max_length_ratio=max_length_ratio)
+    scoring = Scoring(model.head, fusions)
+    stats = DecodingStats()
+    nbest_lists = [
+        _search(model, scoring, encoder_out[b, :length], options, stats) for b, length in enumerate(lengths.tolist())
+    ]
+    best = [hyps[0] for hyps in nbest_lists]
+    return DecodingResult(BatchedHyps.from_hypotheses(best, encoder_out.device, encoder_out.dtype), stats,
+                          nbest=nbest_lists)
+
+
+def _search(model: DecodingModel, scoring: Scoring, frames: torch.Tensor, options: AlsdOptions,
+            stats: DecodingStats) -> list[Hypothesis]:
+    head, predictor, joint = model.head, model.predictor, model.joint
+    num_frames = frames.shape[0]
+    encoder_proj = joint.project_encoder(frames.unsqueeze(0))[0]  # [T, J]
+    start = _Hyp(state=predictor.initial_state(1), scorer_state=scoring.initial_state(1, frames.device))
+    _feed(model, scoring, start, head.predictor_blank_id, stats, frames.device)
+    beam = [start]
+    max_steps = None if options.max_length_ratio is None else num_frames + math.ceil(options.max_length_ratio * num_frames)
+    step = 0
+    while any(h.time < num_frames for h in beam) and (max_steps is None or step < max_steps):
+        candidates: list[tuple[float, _Hyp, _Emission | None]] = []
+        for hyp in beam:
+            if hyp.time >= num_frames:
+                candidates.append((hyp.score, hyp, None))
+                continue
+            scored = scoring(joint.combine(encoder_proj[hyp.time], hyp.predictor_proj[0]).unsqueeze(0), hyp.context)
+            stats.joint_calls += 1
+            for emission in _emissions(head, scored, options.beam_size):
+                candidates.append((hyp.score + emission.score, hyp, emission))
+        candidates.sort(key=lambda c: -c[0])  # stable: ties keep hypothesis, label, duration order
+        kept = [_extend(model, scoring, hyp, emission, options, stats, frames.device)
+                for _, hyp, emission in candidates[: options.beam_size]]
+        beam = _merge(kept, options.merge, num_frames)
+        step += 1
+    finished = [h for h in beam if h.time >= num_frames] or beam
+    return [_hypothesis(h) for h in _ranked(finished, options.length_norm)[: options.nbest]]
+
+
+@dataclass(frozen=True)
+class _Emission:
+    label: int
+    duration: int
+    advance: int
+    score: float  # the decision score: fused label score, plus the duration's log-prob for TDT
+    am_logprob: float  # the same without fusions
+    label_logprob: float  # the Transducer's log-prob of the label alone
+
+
+def _emissions(head: HeadSpec, scored: LabelScores, beam_size: int) -> list[_Emission]:
+    """The ``beam_size`` best emissions of one joint call. Only these can be among the beam's best candidates:
+    each of the others has ``beam_size`` better ones from the same hypothesis. For TDT the best emissions pair
+    the best labels with the best durations (the two are scored independently)."""
+    scores, labels = scored.scores[0].topk(min(beam_size, head.num_labels))
+    label_logprobs = scored.label_logprobs[0, labels].tolist()
+    if head.kind != "tdt":
+        return [_Emission(label, 0, _label_advance(head, label), score, logprob, logprob)
+                for label, score, logprob in zip(labels.tolist(), scores.tolist(), label_logprobs)]
+    duration_logprobs, duration_index = scored.duration_logprobs[0].topk(min(beam_size, len(head.durations)))
+    emissions = [
+        _Emission(label, head.durations[d], max(head.durations[d], 1) if label == head.blank_id else head.durations[d],
+                  score + duration_logprob, logprob + duration_logprob, logprob)
+        for label, score, logprob in zip(labels.tolist(), scores.tolist(), label_logprobs)
+        for d, duration_logprob in zip(duration_index.tolist(), duration_logprobs.tolist())
+    ]
+    return sorted(emissions, key=lambda e: -e.score)[:beam_size]
+
+
+def _label_advance(head: HeadSpec, label: int) -> int:
+    """Frames a label output moves time by: 1 for the blank, a big blank's duration, 0 for a token."""
+    if label == head.blank_id:
+        return 1
+    if label >= head.num_tokens:  # big blank i sits at blank_id - 1 - i
+        return head.big_blank_durations[head.blank_id - 1 - label]
+    return 0
+
+
+def _extend(model: DecodingModel, scoring: Scoring, hyp: _Hyp, emission: _Emission | None, options: AlsdOptions,
+            stats: DecodingStats, device: torch.device) -> _Hyp:
+    """``hyp`` after ``emission`` (None: a finished hypothesis, carried over)."""
+    if emission is None:
+        return hyp
+    new = dataclasses.replace(hyp, score=hyp.score + emission.score, am_score=hyp.am_score + emission.am_logprob)
+    if emission.label >= model.head.num_tokens:
+        new.time, new.tokens_at_frame = hyp.time + emission.advance, 0
+        return new
+    new.tokens = hyp.tokens + (emission.label,)
+    new.timestamps = hyp.timestamps + (hyp.time,)
+    new.durations = hyp.durations + (emission.duration,)
+    new.token_logprobs = hyp.token_logprobs + (emission.label_logprob,)
+    if emission.advance > 0:
+        new.time, new.tokens_at_frame = hyp.time + emission.advance, 0
+    else:
+        new.tokens_at_frame = hyp.tokens_at_frame + 1
+        if options.max_symbols_per_frame is not None and new.tokens_at_frame >= options.max_symbols_per_frame:
+            new.time, new.tokens_at_frame = hyp.time + 1, 0
+    _feed(model, scoring, new, emission.label, stats, device)
+    return new
+
+
+def _feed(model: DecodingModel, scoring: Scoring, hyp: _Hyp, label: int, stats: DecodingStats,
+          device: torch.device) -> None:
+    """Advance ``hyp``'s predictor (and fusion state, for a token) by ``label``, in place."""
+    labels = torch.tensor([label], device=device)
+    out, hyp.state = model.predictor.step(labels, hyp.state)
+    hyp.predictor_proj = model.joint.project_predictor(out)
+    stats.predictor_calls += 1
+    if label != model.head.predictor_blank_id:
+        hyp.scorer_state = scoring.advance(hyp.scorer_state, labels, torch.ones(1, dtype=torch.bool, device=labels.device))
+    hyp.context = scoring.context(hyp.scorer_state)
+
+
+def _merge(beam: list[_Hyp], rule: str, num_frames: int) -> list[_Hyp]:
+    """One hypothesis per (tokens, state) group, the best first in beam order (see the module docstring)."""
+    if rule == "none":
+        return beam
+    groups: dict[tuple, list[_Hyp]] = {}
+    for hyp in beam:
+        finished = hyp.time >= num_frames
+        key = (hyp.tokens, None, None) if finished else (hyp.tokens, hyp.time, hyp.tokens_at_frame)
+        groups.setdefault(key, []).append(hyp)
+    merged = []
+    for group in groups.values():
+        best = group[0]  # beam order is best first
+        if rule == "logsumexp" and len(group) > 1:
+            best = dataclasses.replace(best, score=_logsumexp([h.score for h in group]),
+                                       am_score=_logsumexp([h.am_score for h in group]))
+        merged.append(best)
+    return merged
+
+
+def _logsumexp(values: list[float]) -> float:
+    top = max(values)
+    if top == -math.inf:
+        return top
+    return top + math.log(sum(math.exp(v - top) for v in values))
+
+
+def _ranked(hyps: list[_Hyp], length_norm: bool) -> list[_Hyp]:
+    """Best first: by score, or by score per token (ties: beam order)."""
+    if length_norm:
+        return sorted(hyps, key=lambda h: -h.score / max(len(h.tokens), 1))
+    return sorted(hyps, key=lambda h: -h.score)
+
+
+def _hypothesis(hyp: _Hyp) -> Hypothesis:
+    return Hypothesis(list(hyp.tokens), list(hyp.timestamps), list(hyp.durations), list(hyp.token_logprobs),
+                      hyp.score, hyp.am_score)

@@ -1,0 +1,111 @@
+"""BatchedBeamHyps: ``beam`` hypotheses for each of ``B`` utterances as tensors, their tokens in a tree.
+
+Per hypothesis (``[B, K]`` tensors): score, score without fusions, frame, tokens emitted at that frame, number
+of tokens, last token and a rolling hash of the tokens. The tokens themselves are never copied: every search
+step writes one node per hypothesis, ``[B, K]`` columns of ``[B, K, S]`` tensors (the emitted token or -1 for
+none, its frame, TDT duration and log-prob, and the slot of the hypothesis it extends at the step before), so
+a hypothesis is read back by following parent pointers from its last node (beam-search paper, Fig. 1).
+Memory grows with the number of steps, one node per hypothesis per step, not with beam x length copies.
+
+The hash of a token sequence ``y`` is ``H(y + [k]) = (H(y) * P + k + 1) mod M`` with primes ``P`` and ``M``
+chosen so that the product fits in int64; hypotheses are the same tokens when hash, length and last token agree.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from transdec.decoding.results import Hypothesis
+
+HASH_BASE = 1_000_003
+HASH_MODULUS = 1_000_000_000_039  # prime; HASH_MODULUS * HASH_BASE < 2**63
+
+
+class BatchedBeamHyps:
+    """The beams of a batch (see the module docstring). Slots with score ``-inf`` hold no hypothesis."""
+
+    def __init__(self, batch_size: int, beam_size: int, device: torch.device, float_dtype: torch.dtype,
+                 capacity: int = 64) -> None:
+        shape = (batch_size, beam_size)
+        self.scores = torch.full(shape, -torch.inf, dtype=float_dtype, device=device)
+        self.scores[:, 0] = 0.0  # one empty hypothesis per utterance to start from
+        self.am_scores = torch.zeros_like(self.scores)
+        self.time = torch.zeros(shape, dtype=torch.long, device=device)
+        self.tokens_at_frame = torch.zeros_like(self.time)
+        self.lengths = torch.zeros_like(self.time)
+        self.last_tokens = torch.full_like(self.time, -1)
+        self.hashes = torch.zeros_like(self.time)
+        self.steps = 0
+        self.node_tokens = torch.zeros(*shape, capacity, dtype=torch.long, device=device)
+        self.node_parents = torch.zeros_like(self.node_tokens)
+        self.node_times = torch.zeros_like(self.node_tokens)
+        self.node_durations = torch.zeros_like(self.node_tokens)
+        self.node_logprobs = torch.zeros(*shape, capacity, dtype=float_dtype, device=device)
+
+    @property
+    def batch_size(self) -> int:
+        return self.scores.shape[0]
+
+    @property
+    def beam_size(self) -> int:
+        return self.scores.shape[1]
+
+    def reorder(self, parents: torch.Tensor) -> None:
+        """Make slot ``k`` of each utterance a copy of its slot ``parents [B, K]`` (the hypothesis it extends)."""
+        for name in ("scores", "am_scores", "time", "tokens_at_frame", "lengths", "last_tokens", "hashes"):
+            setattr(self, name, getattr(self, name).gather(1, parents))
+
+    def add_step(self, parents: torch.Tensor, tokens: torch.Tensor, times: torch.Tensor, durations: torch.Tensor,
+                 logprobs: torch.Tensor) -> None:
+        """Write this step's nodes: ``tokens [B, K]`` (-1 where no token was emitted) at frame ``times``, with
+        their ``durations`` and ``logprobs``, extending slot ``parents`` of the step before; update the hashes."""
+        if self.steps == self.node_tokens.shape[2]:
+            self._grow()
+        for buffer, value in ((self.node_tokens, tokens), (self.node_parents, parents), (self.node_times, times),
+                              (self.node_durations, durations), (self.node_logprobs, logprobs)):
+            buffer[:, :, self.steps] = value
+        self.steps += 1
+        emitted = tokens >= 0
+        self.hashes = torch.where(emitted, (self.hashes * HASH_BASE + tokens + 1) % HASH_MODULUS, self.hashes)
+        self.lengths = self.lengths + emitted
+        self.last_tokens = torch.where(emitted, tokens, self.last_tokens)
+
+    def same_tokens(self) -> torch.Tensor:
+        """``[B, K, K]``: whether two slots of an utterance hold the same token sequence."""
+        return ((self.hashes.unsqueeze(2) == self.hashes.unsqueeze(1))
+                & (self.lengths.unsqueeze(2) == self.lengths.unsqueeze(1))
+                & (self.last_tokens.unsqueeze(2) == self.last_tokens.unsqueeze(1)))
+
+    def hypotheses(self, slots: torch.Tensor, scores: torch.Tensor | None = None) -> list[list[Hypothesis]]:
+        """The hypotheses in ``slots [B, N]`` (-1: none), read back through the tree, each utterance's in order;
+        their scores are ``scores [B, K]`` (default: :attr:`scores`)."""
+        steps = self.steps
+        slots_np = slots.cpu().numpy()
+        rows, columns = np.nonzero(slots_np >= 0)
+        current = slots_np[rows, columns]
+        # Each hypothesis' slot at every step, from its last node back along the parent pointers.
+        parents = self.node_parents[:, :, :steps].cpu().numpy()
+        path = np.empty((len(rows), steps), dtype=np.int64)
+        for step in range(steps - 1, -1, -1):
+            path[:, step] = current
+            current = parents[rows, current, step]
+        at = (rows[:, None], path, np.arange(steps)[None, :])
+        tokens = self.node_tokens[:, :, :steps].cpu().numpy()[at]
+        times = self.node_times[:, :, :steps].cpu().numpy()[at]
+        durations = self.node_durations[:, :, :steps].cpu().numpy()[at]
+        logprobs = self.node_logprobs[:, :, :steps].cpu().numpy()[at]
+        totals = (self.scores if scores is None else scores).cpu().numpy()
+        am_totals = self.am_scores.cpu().numpy()
+        result: list[list[Hypothesis]] = [[] for _ in range(self.batch_size)]
+        for n, (b, slot) in enumerate(zip(rows.tolist(), slots_np[rows, columns].tolist())):
+            emitted = tokens[n] >= 0
+            result[b].append(Hypothesis(tokens[n][emitted].tolist(), times[n][emitted].tolist(),
+                                        durations[n][emitted].tolist(), logprobs[n][emitted].tolist(),
+                                        float(totals[b, slot]), float(am_totals[b, slot])))
+        return result
+
+    def _grow(self) -> None:
+        for name in ("node_tokens", "node_parents", "node_times", "node_durations", "node_logprobs"):
+            buffer = getattr(self, name)
+            setattr(self, name, torch.cat([buffer, torch.zeros_like(buffer)], dim=2))

@@ -1,0 +1,98 @@
+"""Every decoding path of one utterance, enumerated: the ground truth beam searches are tested against.
+
+A path is a sequence of emissions under the decoding rules of ``transdec.decoding.greedy_reference`` (a blank
+moves time by 1, a big blank by its duration, a TDT emission by its duration (a blank by at least 1), a token
+of an RNN-T or multi-blank head keeps it, and ``max_symbols_per_frame`` tokens at one frame force it on by
+one frame, scoring nothing), taking *every* choice where greedy takes the best. Only for tiny problems.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class Path:
+    tokens: tuple[int, ...]
+    timestamps: tuple[int, ...]
+    durations: tuple[int, ...]
+    score: float
+
+
+@torch.inference_mode()
+def all_paths(model, frames: torch.Tensor, max_symbols_per_frame: int) -> list[Path]:
+    """Every complete path over ``frames [T, D]``."""
+    head, predictor, joint = model.head, model.predictor, model.joint
+    encoder_proj = joint.project_encoder(frames.unsqueeze(0))[0]
+    num_frames = frames.shape[0]
+    predictor_outputs: dict[tuple[int, ...], tuple[torch.Tensor, object]] = {}
+
+    def predictor_proj(tokens: tuple[int, ...]) -> torch.Tensor:
+        if tokens not in predictor_outputs:
+            if tokens:
+                _, state = predictor_proj(tokens[:-1]), predictor_outputs[tokens[:-1]][1]
+                label = tokens[-1]
+            else:
+                state, label = predictor.initial_state(1), head.predictor_blank_id
+            out, state = predictor.step(torch.tensor([label]), state)
+            predictor_outputs[tokens] = (joint.project_predictor(out)[0], state)
+        return predictor_outputs[tokens][0]
+
+    def emissions(t: int, tokens: tuple[int, ...]):
+        """(label, duration, advance, logprob) of every choice at frame t."""
+        logits = joint.combine(encoder_proj[t], predictor_proj(tokens))
+        if head.kind == "tdt":
+            label_lp = logits[: head.num_labels].log_softmax(0).tolist()
+            duration_lp = logits[head.num_labels:].log_softmax(0).tolist()
+            for label, lp in enumerate(label_lp):
+                for d, (duration, dlp) in enumerate(zip(head.durations, duration_lp)):
+                    advance = max(duration, 1) if label == head.blank_id else duration
+                    yield label, duration, advance, lp + dlp
+            return
+        for label, lp in enumerate(logits.log_softmax(0).tolist()):
+            if label == head.blank_id:
+                advance = 1
+            elif label >= head.num_tokens:
+                advance = head.big_blank_durations[head.blank_id - 1 - label]
+            else:
+                advance = 0
+            yield label, 0, advance, lp
+
+    paths: list[Path] = []
+
+    def extend(t, here, tokens, stamps, durations, score):
+        if t >= num_frames:
+            paths.append(Path(tokens, stamps, durations, score))
+            return
+        for label, duration, advance, lp in emissions(t, tokens):
+            if label >= head.num_tokens:
+                extend(t + advance, 0, tokens, stamps, durations, score + lp)
+                continue
+            next_t, next_here = (t + advance, 0) if advance > 0 else (t, here + 1)
+            if next_here >= max_symbols_per_frame:
+                next_t, next_here = t + 1, 0
+            extend(next_t, next_here, tokens + (label,), stamps + (t,), durations + (duration,), score + lp)
+
+    extend(0, 0, (), (), (), 0.0)
+    return paths
+
+
+def best_path(paths: list[Path]) -> Path:
+    """The single best path (what a search with max merging and no pruning finds)."""
+    return max(paths, key=lambda p: p.score)
+
+
+def sequence_scores(paths: list[Path]) -> dict[tuple[int, ...], float]:
+    """Each token sequence's log of the summed probability of its paths (what log-sum-exp merging finds)."""
+    grouped: dict[tuple[int, ...], list[float]] = {}
+    for path in paths:
+        grouped.setdefault(path.tokens, []).append(path.score)
+    return {tokens: _logsumexp(scores) for tokens, scores in grouped.items()}
+
+
+def _logsumexp(values: list[float]) -> float:
+    top = max(values)
+    return top + math.log(sum(math.exp(v - top) for v in values))
