@@ -15,6 +15,7 @@ batched searches on exactly those utterances.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 import warnings
@@ -39,6 +40,10 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--tokens-per-frame", type=float, default=0.4)
     parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--memory-minutes", type=float, default=0.0,
+                        help="also decode one recording this long (random encoder output) with ALSD++ at "
+                             "--memory-beam and report the peak memory it added")
+    parser.add_argument("--memory-beam", type=int, default=8)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
@@ -102,6 +107,46 @@ def main() -> None:
                 print(f"- {name}: {times[name]:.2f} s ({ratios})")
             for name in batched:
                 print(f"- {name}: {times[name]:.2f} s")
+    if args.memory_minutes:
+        long_recording_memory(args.memory_minutes, args.memory_beam, args.tokens_per_frame, args.seed)
+
+
+def long_recording_memory(minutes: float, beam: int, tokens_per_frame: float, seed: int) -> None:
+    """Peak resident memory added by decoding one long recording (resident size sampled every 5 ms while it runs)."""
+    import ctypes
+    import threading
+
+    from transdec.decoding.beam_alsd_pp import beam_alsd_pp
+    from transdec.model.synthetic import random_encoder_output
+
+    model = calibrated_model(HEADS["rnnt"], tokens_per_frame, seed)
+    frames = round(minutes * 60 / FRAME_SECONDS)
+    encoder_out, lengths = random_encoder_output([frames], 1024, seed=seed)
+    page = os.sysconf("SC_PAGE_SIZE")
+
+    def resident() -> int:
+        with open("/proc/self/statm") as statm:
+            return int(statm.read().split()[1]) * page
+
+    peak, done = [resident()], threading.Event()
+
+    def sample() -> None:
+        while not done.wait(0.005):
+            peak.append(max(peak[-1], resident()))
+
+    ctypes.CDLL("libc.so.6").malloc_trim(0)  # hand freed heap back, so that the decode's own growth shows
+    before = peak[0] = resident()
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    start = time.perf_counter()
+    result = beam_alsd_pp(model, encoder_out, lengths, beam_size=beam)
+    elapsed = time.perf_counter() - start
+    done.set()
+    sampler.join()
+    added = (max(peak[-1], resident()) - before) / 1024
+    print(f"\n## one {minutes:g}-minute recording ({frames} frames), rnnt, ALSD++ beam {beam}: "
+          f"{elapsed:.1f} s, {len(result.hypotheses()[0].tokens)} tokens, peak memory +{added / 1024:.0f} MB "
+          f"(encoder output {encoder_out.numel() * 4 / 2**20:.0f} MB)")
 
 
 if __name__ == "__main__":
