@@ -24,7 +24,7 @@ def test_every_strategy_takes_its_options_as_arguments():
     for strategy in STRATEGIES.values():
         config = DecodingConfig(strategy.name)
         assert isinstance(config.options, strategy.options)
-        model = model_for("tdt", "lstm", "label_heavy")
+        model = model_for("rnnt", "lstm", "label_heavy")  # the head every strategy takes
         frames, lengths = encoder_batch([6, 3], seed=0)
         assert len(decode(model, frames, lengths, config).hypotheses()) == 2
 

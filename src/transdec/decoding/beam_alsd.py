@@ -33,6 +33,7 @@ from typing import Any
 import torch
 
 from transdec.decoding.batched_hyps import BatchedHyps
+from transdec.decoding.beam_graves import Move, label_advance
 from transdec.decoding.inputs import checked_lengths
 from transdec.decoding.options import BeamOptions, option
 from transdec.decoding.registry import register_strategy
@@ -111,14 +112,14 @@ def _search(model: DecodingModel, scoring: Scoring, frames: torch.Tensor, option
     max_steps = None if options.max_length_ratio is None else num_frames + math.ceil(options.max_length_ratio * num_frames)
     step = 0
     while any(h.time < num_frames for h in beam) and (max_steps is None or step < max_steps):
-        candidates: list[tuple[float, _Hyp, _Emission | None]] = []
+        candidates: list[tuple[float, _Hyp, Move | None]] = []
         for hyp in beam:
             if hyp.time >= num_frames:
                 candidates.append((hyp.score, hyp, None))
                 continue
             scored = scoring(joint.combine(encoder_proj[hyp.time], hyp.predictor_proj[0]).unsqueeze(0), hyp.context)
             stats.joint_calls += 1
-            for emission in _emissions(head, scored, options.beam_size):
+            for emission in _moves(head, scored, options.beam_size):
                 candidates.append((hyp.score + emission.score, hyp, emission))
         candidates.sort(key=lambda c: -c[0])  # stable: ties keep hypothesis, label, duration order
         kept = [_extend(model, scoring, hyp, emission, options, stats, frames.device)
@@ -129,51 +130,32 @@ def _search(model: DecodingModel, scoring: Scoring, frames: torch.Tensor, option
     return [_hypothesis(h) for h in _ranked(finished, options.length_norm)[: options.nbest]]
 
 
-@dataclass(frozen=True)
-class _Emission:
-    label: int
-    duration: int
-    advance: int
-    score: float  # the decision score: fused label score, plus the duration's log-prob for TDT
-    am_logprob: float  # the same without fusions
-    label_logprob: float  # the Transducer's log-prob of the label alone
-
-
-def _emissions(head: HeadSpec, scored: LabelScores, beam_size: int) -> list[_Emission]:
+def _moves(head: HeadSpec, scored: LabelScores, beam_size: int) -> list[Move]:
     """The ``beam_size`` best emissions of one joint call. Only these can be among the beam's best candidates:
     each of the others has ``beam_size`` better ones from the same hypothesis. For TDT the best emissions pair
     the best labels with the best durations (the two are scored independently)."""
     scores, labels = scored.scores[0].topk(min(beam_size, head.num_labels))
     label_logprobs = scored.label_logprobs[0, labels].tolist()
     if head.kind != "tdt":
-        return [_Emission(label, 0, _label_advance(head, label), score, logprob, logprob)
+        return [Move(label, 0, label_advance(head, label), score, logprob, logprob, label < head.num_tokens)
                 for label, score, logprob in zip(labels.tolist(), scores.tolist(), label_logprobs)]
     duration_logprobs, duration_index = scored.duration_logprobs[0].topk(min(beam_size, len(head.durations)))
     emissions = [
-        _Emission(label, head.durations[d], max(head.durations[d], 1) if label == head.blank_id else head.durations[d],
-                  score + duration_logprob, logprob + duration_logprob, logprob)
+        Move(label, head.durations[d], max(head.durations[d], 1) if label == head.blank_id else head.durations[d],
+             score + duration_logprob, logprob + duration_logprob, logprob, label < head.num_tokens)
         for label, score, logprob in zip(labels.tolist(), scores.tolist(), label_logprobs)
         for d, duration_logprob in zip(duration_index.tolist(), duration_logprobs.tolist())
     ]
     return sorted(emissions, key=lambda e: -e.score)[:beam_size]
 
 
-def _label_advance(head: HeadSpec, label: int) -> int:
-    """Frames a label output moves time by: 1 for the blank, a big blank's duration, 0 for a token."""
-    if label == head.blank_id:
-        return 1
-    if label >= head.num_tokens:  # big blank i sits at blank_id - 1 - i
-        return head.big_blank_durations[head.blank_id - 1 - label]
-    return 0
-
-
-def _extend(model: DecodingModel, scoring: Scoring, hyp: _Hyp, emission: _Emission | None, options: AlsdOptions,
+def _extend(model: DecodingModel, scoring: Scoring, hyp: _Hyp, emission: Move | None, options: AlsdOptions,
             stats: DecodingStats, device: torch.device) -> _Hyp:
     """``hyp`` after ``emission`` (None: a finished hypothesis, carried over)."""
     if emission is None:
         return hyp
-    new = dataclasses.replace(hyp, score=hyp.score + emission.score, am_score=hyp.am_score + emission.am_logprob)
-    if emission.label >= model.head.num_tokens:
+    new = dataclasses.replace(hyp, score=hyp.score + emission.score, am_score=hyp.am_score + emission.am_score)
+    if not emission.is_token:
         new.time, new.tokens_at_frame = hyp.time + emission.advance, 0
         return new
     new.tokens = hyp.tokens + (emission.label,)
