@@ -130,6 +130,33 @@ def _add_length_policy_argument(p: argparse.ArgumentParser) -> None:
                         "CPU; see transdec.model.transducer_model.LengthPolicy)")
 
 
+def _add_lm_arguments(p: argparse.ArgumentParser) -> None:
+    group = p.add_argument_group("language model (shallow fusion into any decoding strategy)")
+    group.add_argument("--lm", default=None, metavar="FILE",
+                       help="token-level n-gram LM: an ARPA file in NeMo's convention (token i written as "
+                            "chr(i + 100)) or its compiled .pt form")
+    group.add_argument("--lm-weight", type=float, default=0.5, help="weight of the LM's log-probs (default %(default)s)")
+    group.add_argument("--lm-token-bonus", type=float, default=0.0,
+                       help="added to every token's score, against the deletions LM fusion causes (default %(default)s)")
+    group.add_argument("--lm-blank-scoring", action="store_true",
+                       help="the beam-search paper's blank scoring: tokens get ln(1 - p_blank) too, blanks (1 + weight)"
+                            " times their log-prob")
+
+
+def _with_lm(args: argparse.Namespace, model, configs: list) -> list:
+    """``configs`` with the ``--lm`` fusion added (the LM is read for the model's vocabulary)."""
+    if not args.lm:
+        return configs
+    from dataclasses import replace
+
+    from transdec.decoding import Fusion
+    from transdec.lm import NGramLM
+
+    lm = NGramLM.load(args.lm, model.head.num_tokens, device=args.device)
+    fusion = Fusion(lm, args.lm_weight, args.lm_token_bonus, args.lm_blank_scoring)
+    return [replace(config, fusions=(*config.fusions, fusion)) for config in configs]
+
+
 def _add_transcribe_parser(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "transcribe", help="transcribe audio files, folders and NeMo manifests",
@@ -141,6 +168,7 @@ def _add_transcribe_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--batch-size", type=_at_least(1), default=16)
     p.add_argument("--device", default="cpu")
     _add_length_policy_argument(p)
+    _add_lm_arguments(p)
     p.add_argument("--format", choices=["text", "jsonl", "manifest"], default="text",
                    help="text: one transcript per line; jsonl: text, words with times and confidences; "
                         "manifest: the input entries with pred_text added")
@@ -165,6 +193,7 @@ def _add_evaluate_parser(subparsers: argparse._SubParsersAction) -> None:
                    help="whisper: Whisper's English normaliser (whisper-normalizer); none: whitespace only")
     p.add_argument("--device", default="cpu")
     _add_length_policy_argument(p)
+    _add_lm_arguments(p)
     p.add_argument("--output-dir", default=None, help="write predictions_<strategy>.jsonl and summary.json here")
     p.add_argument("--allow-upsampling", action="store_true", help="accept audio below the model's sample rate")
     add_decoding_arguments(p, default="greedy_label,greedy_frame", several=True)
@@ -270,6 +299,7 @@ def _transcribe(args: argparse.Namespace) -> int:
         if problem:
             raise ValueError(problem)
         model = _load_model(args)
+        decodings = _with_lm(args, model, decodings)
     except (FileNotFoundError, ValueError) as error:
         print(f"transdec transcribe: error: {error}", file=sys.stderr)
         return 2
@@ -288,6 +318,7 @@ def _evaluate(args: argparse.Namespace) -> int:
         if problem:
             raise ValueError(problem)
         model = _load_model(args)
+        strategies = _with_lm(args, model, strategies)
     except (FileNotFoundError, ValueError) as error:
         print(f"transdec evaluate: error: {error}", file=sys.stderr)
         return 2

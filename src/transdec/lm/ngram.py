@@ -1,0 +1,203 @@
+"""An n-gram LM over the ASR model's tokens, stored as tensors and queried for a whole batch of states at once.
+
+A *state* is a context the LM knows: the empty context (state 0, the root) or an n-gram of order ``1 .. N-1``
+from the ARPA file. Each state has its backoff weight and the state of its context without the first word
+(its *backoff state*), and its *arcs*: one per n-gram that extends it by a word, with that n-gram's
+log-probability and the state after it (the longest suffix of the extended context that is a state). Arcs are
+sorted by (state, word), so that ``state * W + word`` keys can be found by binary search.
+
+``p(w | h)`` is the arc's probability if state ``h`` has an arc for ``w``, else ``backoff(h) + p(w | h')`` with
+``h'`` the backoff state, as KenLM computes it. :meth:`NGramLM.token_logprobs` resolves that for every token
+of ``N`` states in at most ``N-1`` batched steps (one gather-scatter of the arcs of all states at one level) and
+a dense unigram row at the root, so a whole beam is scored in a few tensor operations on any device.
+
+Words are mapped to token ids by NeMo's convention for token-level LMs: token ``i`` is the word ``chr(i + 100)``.
+``<s>`` starts every sentence, ``</s>`` ends it (:meth:`end_logprobs`), and tokens the LM never saw score as
+``<unk>``. It implements :class:`~transdec.decoding.scoring.TokenScorer`, so
+``Fusion(NGramLM.load("lm.arpa", vocab_size), weight)`` fuses it into any decoder.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import torch
+
+from transdec.lm.arpa import Arpa, ArpaError, read_arpa
+
+#: NeMo's token-level LM convention: token id ``i`` is written as the character ``chr(i + TOKEN_OFFSET)``.
+TOKEN_OFFSET = 100
+_TENSORS = ("backoff", "backoff_to", "arc_start", "arc_count", "arc_token", "arc_logprob", "arc_to", "arc_key",
+            "root_logprobs", "token_column")
+
+
+def nemo_token_id(word: str) -> int | None:
+    """The token id NeMo's convention gives ``word`` (one character), or None for any other word."""
+    return ord(word) - TOKEN_OFFSET if len(word) == 1 and ord(word) >= TOKEN_OFFSET else None
+
+
+class NGramLM:
+    """An ARPA n-gram LM as tensors (see the module docstring); ``V`` tokens, word columns ``W = V + 2``
+    (the tokens, then ``</s>``, then ``<unk>``)."""
+
+    def __init__(self, order: int, vocab_size: int, bos_state: int, tensors: dict[str, torch.Tensor]) -> None:
+        self.order, self.vocab_size, self.bos_state = order, vocab_size, bos_state
+        for name in _TENSORS:
+            setattr(self, name, tensors[name])
+
+    @property
+    def width(self) -> int:
+        return self.vocab_size + 2
+
+    @property
+    def device(self) -> torch.device:
+        return self.arc_key.device
+
+    # ----- building, saving, loading -----
+
+    @classmethod
+    def from_arpa(cls, arpa: Arpa, vocab_size: int, source: str = "the LM") -> NGramLM:
+        """Build the tensors of ``arpa`` for a model with ``vocab_size`` tokens (NeMo's word convention)."""
+        end, unk = vocab_size, vocab_size + 1
+        columns: dict[str, int] = {"</s>": end, "<unk>": unk}
+        for word in arpa.vocabulary:
+            if word in ("<s>", "</s>", "<unk>"):
+                continue
+            token = nemo_token_id(word)
+            if token is None or token >= vocab_size:
+                raise ArpaError(f"{source}: the word {word!r} is not a token of a {vocab_size}-token model in NeMo's "
+                                f"convention (token i written as chr(i + {TOKEN_OFFSET})): LM and model do not match")
+            columns[word] = token
+        if ("<s>",) not in arpa.ngrams[0]:
+            raise ArpaError(f"{source}: no <s> unigram")
+        states: dict[tuple[str, ...], int] = {(): 0}
+        for section in arpa.ngrams[: arpa.order - 1]:
+            for words in section:
+                states[words] = len(states)
+
+        def longest_state(words: tuple[str, ...]) -> int:
+            while words not in states:
+                words = words[1:]
+            return states[words]
+
+        backoff = torch.zeros(len(states), dtype=torch.float64)
+        backoff_to = torch.zeros(len(states), dtype=torch.long)
+        for words, state in states.items():
+            if words:
+                backoff[state] = arpa.ngrams[len(words) - 1][words][1]
+                backoff_to[state] = longest_state(words[1:])
+        arcs: list[tuple[int, int, float, int]] = []  # (from, column, logprob, to)
+        for section in arpa.ngrams:
+            for words, (logprob, _) in section.items():
+                if words[-1] == "<s>":  # never predicted
+                    continue
+                arcs.append((states[words[:-1]], columns[words[-1]], logprob,
+                             longest_state(words[-(arpa.order - 1):] if arpa.order > 1 else ())))
+        arcs.sort(key=lambda arc: (arc[0], arc[1]))
+        width = vocab_size + 2
+        arc_from = torch.tensor([a[0] for a in arcs], dtype=torch.long)
+        arc_token = torch.tensor([a[1] for a in arcs], dtype=torch.long)
+        arc_count = torch.bincount(arc_from, minlength=len(states))
+        root_logprobs = torch.full((width,), -torch.inf, dtype=torch.float64)
+        root_arcs = arc_from == 0
+        root_logprobs[arc_token[root_arcs]] = torch.tensor([a[2] for a in arcs], dtype=torch.float64)[root_arcs]
+        token_column = torch.arange(vocab_size)
+        unseen = root_logprobs[:vocab_size] == -torch.inf
+        if bool(unseen.any()):
+            if root_logprobs[unk] == -torch.inf:
+                raise ArpaError(f"{source}: tokens {unseen.nonzero().squeeze(1).tolist()[:10]} have no unigram and "
+                                "there is no <unk> to score them")
+            token_column[unseen] = unk
+        tensors = {
+            "backoff": backoff, "backoff_to": backoff_to,
+            "arc_start": torch.cumsum(arc_count, 0) - arc_count, "arc_count": arc_count,
+            "arc_token": arc_token, "arc_logprob": torch.tensor([a[2] for a in arcs], dtype=torch.float64),
+            "arc_to": torch.tensor([a[3] for a in arcs], dtype=torch.long), "arc_key": arc_from * width + arc_token,
+            "root_logprobs": root_logprobs, "token_column": token_column,
+        }
+        return cls(arpa.order, vocab_size, states[("<s>",)], tensors)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str], vocab_size: int, device: torch.device | str = "cpu",
+             dtype: torch.dtype = torch.float32) -> NGramLM:
+        """An LM from an ARPA file or from a compiled ``.pt`` file made by :meth:`save`."""
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}: no such LM file")
+        if path.suffix == ".pt":
+            saved = torch.load(path, map_location="cpu", weights_only=True)
+            if saved.get("format") != "transdec-ngram-1":
+                raise ArpaError(f"{path}: not a compiled transdec n-gram LM")
+            if saved["vocab_size"] != vocab_size:
+                raise ArpaError(f"{path}: the LM is for {saved['vocab_size']} tokens, the model has {vocab_size}")
+            lm = cls(saved["order"], vocab_size, saved["bos_state"], saved["tensors"])
+        else:
+            lm = cls.from_arpa(read_arpa(path), vocab_size, str(path))
+        return lm.to(device, dtype)
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """The tensors in one file that :meth:`load` reads back much faster than the ARPA text."""
+        torch.save({"format": "transdec-ngram-1", "order": self.order, "vocab_size": self.vocab_size,
+                    "bos_state": self.bos_state, "tensors": {n: getattr(self, n).cpu() for n in _TENSORS}}, path)
+
+    def to(self, device: torch.device | str, dtype: torch.dtype | None = None) -> NGramLM:
+        tensors = {}
+        for name in _TENSORS:
+            tensor = getattr(self, name).to(device)
+            tensors[name] = tensor.to(dtype) if dtype is not None and tensor.is_floating_point() else tensor
+        return NGramLM(self.order, self.vocab_size, self.bos_state, tensors)
+
+    # ----- queries -----
+
+    def all_logprobs(self, states: torch.Tensor) -> torch.Tensor:
+        """``[N, W]``: ln p(word | state) of every word column for ``states [N]``, backoff resolved."""
+        scores = torch.full((states.shape[0], self.width), -torch.inf, dtype=self.root_logprobs.dtype,
+                            device=states.device)
+        total_backoff = torch.zeros(states.shape[0], dtype=scores.dtype, device=states.device)
+        current = states
+        for _ in range(self.order - 1):  # from the longest context down; the first arc found wins
+            rows = (current > 0).nonzero().squeeze(1)
+            if rows.numel() == 0:
+                break
+            state = current[rows]
+            counts = self.arc_count[state]
+            arc_rows = torch.repeat_interleave(rows, counts)
+            first = torch.repeat_interleave(self.arc_start[state] - (torch.cumsum(counts, 0) - counts), counts)
+            arcs = first + torch.arange(arc_rows.shape[0], device=states.device)
+            columns = self.arc_token[arcs]
+            unset = scores[arc_rows, columns] == -torch.inf
+            scores[arc_rows[unset], columns[unset]] = (total_backoff[arc_rows] + self.arc_logprob[arcs])[unset]
+            total_backoff = total_backoff + torch.where(current > 0, self.backoff[current], 0.0)
+            current = torch.where(current > 0, self.backoff_to[current], 0)
+        return torch.where(scores == -torch.inf, total_backoff.unsqueeze(1) + self.root_logprobs, scores)
+
+    def token_logprobs(self, state: torch.Tensor) -> torch.Tensor:
+        """``[N, V]``: ln p(token | state) of every token (tokens the LM never saw score as ``<unk>``)."""
+        return self.all_logprobs(state).gather(1, self.token_column.expand(state.shape[0], -1))
+
+    def end_logprobs(self, state: torch.Tensor) -> torch.Tensor:
+        """``[N]``: ln p(</s> | state)."""
+        return self.all_logprobs(state)[:, self.vocab_size]
+
+    def initial_state(self, batch_size: int, device: torch.device) -> torch.Tensor:
+        return torch.full((batch_size,), self.bos_state, dtype=torch.long, device=device)
+
+    def advance(self, state: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+        """The states after each of ``state [N]`` reads ``tokens [N]``."""
+        columns = self.token_column[tokens]
+        result = torch.full_like(state, -1)
+        current = state
+        for _ in range(self.order):  # the root has an arc for every column a token maps to
+            keys = current * self.width + columns
+            index = torch.searchsorted(self.arc_key, keys).clamp(max=self.arc_key.shape[0] - 1)
+            found = (self.arc_key[index] == keys) & (result < 0)
+            result = torch.where(found, self.arc_to[index], result)
+            current = torch.where(current > 0, self.backoff_to[current], 0)
+        return result
+
+    def select_state(self, mask: torch.Tensor, if_true: torch.Tensor, if_false: torch.Tensor) -> torch.Tensor:
+        return torch.where(mask, if_true, if_false)
+
+    def gather_state(self, state: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
+        return state[indices]

@@ -1,0 +1,156 @@
+"""The tensor n-gram LM against the kenlm module, its ARPA parser against corruptions, and fusion with it."""
+
+import math
+import random
+from pathlib import Path
+
+import pytest
+import torch
+
+from arpa_fixtures import random_arpa, word
+from transdec.lm import ArpaError, NGramLM, read_arpa
+
+VOCAB = 12
+EXAMPLE = str(Path(__file__).resolve().parents[1] / "examples" / "espeak_logic.flac")
+
+
+@pytest.fixture(params=[2, 3, 4, 6])
+def arpa_file(request, tmp_path):
+    path = tmp_path / f"lm{request.param}.arpa"
+    path.write_text(random_arpa(VOCAB, request.param, seed=request.param))
+    return path
+
+
+def test_sentence_scores_equal_kenlm(arpa_file):
+    kenlm = pytest.importorskip("kenlm")
+    reference = kenlm.Model(str(arpa_file))
+    lm = NGramLM.load(arpa_file, VOCAB, dtype=torch.float64)
+    rng = random.Random(0)
+    sentences = [[rng.randrange(VOCAB) for _ in range(rng.randrange(0, 12))] for _ in range(60)]
+    state = lm.initial_state(len(sentences), torch.device("cpu"))
+    totals = torch.zeros(len(sentences), dtype=torch.float64)
+    for position in range(max(len(s) for s in sentences)):
+        active = torch.tensor([position < len(s) for s in sentences])
+        tokens = torch.tensor([s[position] if position < len(s) else 0 for s in sentences])
+        logprobs = lm.token_logprobs(state).gather(1, tokens.unsqueeze(1)).squeeze(1)
+        totals += torch.where(active, logprobs, 0.0)
+        state = lm.select_state(active, lm.advance(state, tokens), state)
+    totals += lm.end_logprobs(state)
+    for sentence, total in zip(sentences, totals.tolist()):
+        text = " ".join(word(t) for t in sentence)  # tokens VOCAB-2 and VOCAB-1 are unseen: kenlm scores <unk>
+        assert total / math.log(10) == pytest.approx(reference.score(text, bos=True, eos=True), abs=1e-4)
+
+
+def test_every_token_distribution_from_every_state_matches_kenlm(arpa_file):
+    kenlm = pytest.importorskip("kenlm")
+    reference = kenlm.Model(str(arpa_file))
+    lm = NGramLM.load(arpa_file, VOCAB, dtype=torch.float64)
+    rng = random.Random(1)
+    for _ in range(20):
+        history = [rng.randrange(VOCAB) for _ in range(rng.randrange(0, 6))]
+        state = lm.initial_state(1, torch.device("cpu"))
+        for token in history:
+            state = lm.advance(state, torch.tensor([token]))
+        ours = lm.token_logprobs(state)[0] / math.log(10)
+        prefix = " ".join(word(t) for t in history)
+        base = reference.score(prefix, bos=True, eos=False)
+        for token in range(VOCAB):
+            expected = reference.score(f"{prefix} {word(token)}".strip(), bos=True, eos=False) - base
+            assert float(ours[token]) == pytest.approx(expected, abs=1e-4)
+
+
+def test_compiled_form_is_identical(arpa_file, tmp_path):
+    lm = NGramLM.load(arpa_file, VOCAB)
+    lm.save(tmp_path / "lm.pt")
+    again = NGramLM.load(tmp_path / "lm.pt", VOCAB)
+    states = torch.arange(lm.backoff.shape[0])
+    assert torch.equal(lm.all_logprobs(states), again.all_logprobs(states))
+    with pytest.raises(ArpaError, match=f"for {VOCAB} tokens, the model has 7"):
+        NGramLM.load(tmp_path / "lm.pt", 7)
+
+
+def test_vocabulary_mismatch_is_an_error(arpa_file):
+    with pytest.raises(ArpaError, match="not a token of a 5-token model"):
+        NGramLM.load(arpa_file, 5)
+
+
+CORRUPTIONS = {
+    "count": (lambda lines: [l.replace("ngram 1=", "ngram 1=9") if l.startswith("ngram 1=") else l for l in lines],
+              "announces"),
+    "number": (lambda lines: [l.replace("-", "x", 1) if l.count("\t") and i == 8 else l for i, l in enumerate(lines)],
+               "not a number"),
+    "truncated": (lambda lines: lines[: len(lines) // 2], "announces|expected"),
+    "no data": (lambda lines: lines[1:], "no \\\\data\\\\ section"),
+    "no end": (lambda lines: lines[:-1], "expected \\\\end\\\\"),
+    "words": (lambda lines: [l.replace("\t", "\t\u2603 ", 1) if l.count("\t") == 1 and i > 20 else l
+                             for i, l in enumerate(lines)], "needs 2 words|needs 3 words|not a number"),
+}
+
+
+@pytest.mark.parametrize("name", list(CORRUPTIONS))
+def test_malformed_files_name_the_line(name, tmp_path):
+    corrupt, message = CORRUPTIONS[name]
+    lines = random_arpa(VOCAB, 3, seed=3).splitlines()
+    path = tmp_path / "bad.arpa"
+    path.write_text("\n".join(corrupt(lines)) + "\n")
+    with pytest.raises(ArpaError, match=message) as error:
+        read_arpa(path)
+    assert str(path) in str(error.value)
+
+
+def test_random_corruptions_raise_only_arpa_errors(tmp_path):
+    rng = random.Random(5)
+    text = random_arpa(VOCAB, 3, seed=4)
+    path = tmp_path / "fuzz.arpa"
+    for _ in range(300):
+        chars = list(text)
+        for _ in range(rng.randrange(1, 4)):
+            position = rng.randrange(len(chars))
+            choice = rng.random()
+            if choice < 0.4:
+                del chars[position : position + rng.randrange(1, 30)]
+            elif choice < 0.8:
+                chars[position] = rng.choice("\t\n -0.9ex\\")
+            else:
+                chars.insert(position, rng.choice(["\n", "\t", "-inf", "nan", "\\2-grams:", "ngram 2=1\n"]))
+        path.write_text("".join(chars))
+        try:
+            NGramLM.load(path, VOCAB)
+        except ArpaError:
+            pass
+
+
+def test_fused_decoders_agree_with_their_references(tmp_path):
+    from test_beam_alsd import same
+    from test_greedy_exactness import HEADS, encoder_batch, model_for
+    from transdec.decoding import Fusion, greedy_label_looping, greedy_reference
+    from transdec.decoding.beam_alsd import beam_alsd
+    from transdec.decoding.beam_alsd_pp import beam_alsd_pp
+
+    path = tmp_path / "lm.arpa"
+    path.write_text(random_arpa(HEADS["tdt"].num_tokens, 3, seed=7, missing_tokens=1))
+    lm = NGramLM.load(path, HEADS["tdt"].num_tokens, dtype=torch.float64)
+    fusions = [Fusion(lm, 0.6, token_bonus=0.2, blank_scoring=True)]
+    model = model_for("tdt", "lstm", "label_heavy")
+    frames, lengths = encoder_batch([0, 9, 24, 13], seed=3)
+    greedy = greedy_label_looping(model, frames, lengths, 3, window_size=4, fusions=fusions).hypotheses()
+    assert all(same(a, b) for a, b in zip(greedy, greedy_reference(model, frames, lengths, 3, fusions=fusions).hypotheses()))
+    batched = beam_alsd_pp(model, frames, lengths, 3, beam_size=4, nbest=3, fusions=fusions).nbest
+    single = beam_alsd(model, frames, lengths, 3, beam_size=4, nbest=3, fusions=fusions).nbest
+    for got, want in zip(batched, single):
+        assert len(got) == len(want) and all(same(a, b) for a, b in zip(got, want))
+
+
+def test_cli_takes_an_lm(tmp_path, capsys):
+    from transdec.cli import main
+
+    path = tmp_path / "lm.arpa"
+    path.write_text(random_arpa(256, 3, seed=1, ngrams_per_order=500, missing_tokens=10))
+    example = EXAMPLE
+    assert main(["transcribe", example, "--lm", str(path), "--lm-weight", "0"]) == 0
+    plain_text = capsys.readouterr().out
+    assert main(["transcribe", example]) == 0 and capsys.readouterr().out == plain_text
+    assert main(["transcribe", example, "--lm", str(path), "--lm-weight", "5", "--decoding", "beam_alsd_pp"]) == 0
+    assert capsys.readouterr().out != plain_text
+    assert main(["transcribe", example, "--lm", str(tmp_path / "missing.arpa")]) == 2
+    assert "missing.arpa: no such LM file" in capsys.readouterr().err
