@@ -45,6 +45,12 @@ class NGramLM:
         self.order, self.vocab_size, self.bos_state = order, vocab_size, bos_state
         for name in _TENSORS:
             setattr(self, name, tensors[name])
+        # The root and the unigram contexts (states 0 .. num_dense - 1, numbered first) get their whole resolved
+        # distribution as a dense row: every backoff chain ends in them, so scoring needs at most N-2 sparse
+        # levels and then one gather (a few MB for a 1024-token vocabulary).
+        self.num_dense = 1 + int((self.backoff_to[1:] == 0).sum()) if order > 1 else 1
+        self.dense = torch.empty(0, self.width, dtype=self.root_logprobs.dtype, device=self.root_logprobs.device)
+        self.dense = self._sparse_logprobs(torch.arange(self.num_dense, device=self.root_logprobs.device))
 
     @property
     def width(self) -> int:
@@ -152,12 +158,17 @@ class NGramLM:
 
     def all_logprobs(self, states: torch.Tensor) -> torch.Tensor:
         """``[N, W]``: ln p(word | state) of every word column for ``states [N]``, backoff resolved."""
+        return self._sparse_logprobs(states, dense_below=self.num_dense)
+
+    def _sparse_logprobs(self, states: torch.Tensor, dense_below: int = 1) -> torch.Tensor:
+        """:meth:`all_logprobs` following arcs down to states below ``dense_below``, whose rows of
+        :attr:`dense` (or, for 1, the root's unigrams) complete the distribution."""
         scores = torch.full((states.shape[0], self.width), -torch.inf, dtype=self.root_logprobs.dtype,
                             device=states.device)
         total_backoff = torch.zeros(states.shape[0], dtype=scores.dtype, device=states.device)
         current = states
         for _ in range(self.order - 1):  # from the longest context down; the first arc found wins
-            rows = (current > 0).nonzero().squeeze(1)
+            rows = (current >= dense_below).nonzero().squeeze(1)
             if rows.numel() == 0:
                 break
             state = current[rows]
@@ -168,9 +179,11 @@ class NGramLM:
             columns = self.arc_token[arcs]
             unset = scores[arc_rows, columns] == -torch.inf
             scores[arc_rows[unset], columns[unset]] = (total_backoff[arc_rows] + self.arc_logprob[arcs])[unset]
-            total_backoff = total_backoff + torch.where(current > 0, self.backoff[current], 0.0)
-            current = torch.where(current > 0, self.backoff_to[current], 0)
-        return torch.where(scores == -torch.inf, total_backoff.unsqueeze(1) + self.root_logprobs, scores)
+            sparse = current >= dense_below
+            total_backoff = total_backoff + torch.where(sparse, self.backoff[current], 0.0)
+            current = torch.where(sparse, self.backoff_to[current], current)
+        rest = self.root_logprobs.unsqueeze(0) if dense_below == 1 else self.dense[current]
+        return torch.where(scores == -torch.inf, total_backoff.unsqueeze(1) + rest, scores)
 
     def token_logprobs(self, state: torch.Tensor) -> torch.Tensor:
         """``[N, V]``: ln p(token | state) of every token (tokens the LM never saw score as ``<unk>``)."""
