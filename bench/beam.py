@@ -20,8 +20,6 @@ import statistics
 import time
 import warnings
 
-import torch
-
 from greedy import calibrated_model, describe_settings, make_batches, utterance_lengths, HEADS, FRAME_SECONDS
 from transdec.decoding import STRATEGIES, DecodingConfig, InexactDecodingWarning, decode
 

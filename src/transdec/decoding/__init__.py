@@ -6,7 +6,7 @@ from transdec.decoding.greedy_frame_looping import InexactDecodingWarning, greed
 from transdec.decoding.greedy_label_looping import LabelLoopingOptions, greedy_label_looping
 from transdec.decoding.greedy_reference import greedy_reference
 from transdec.decoding.greedy_wind import greedy_wind
-from transdec.decoding.options import DecodingOptions, GreedyOptions, WindOptions
+from transdec.decoding.options import BeamOptions, DecodingOptions, GreedyOptions, WindOptions
 from transdec.decoding.registry import STRATEGIES, Strategy, register_strategy
 from transdec.decoding.results import DecodingResult, DecodingStats, Hypothesis
 from transdec.decoding.scoring import Fusion, LabelScores, Scoring, TokenScorer
@@ -14,6 +14,7 @@ from transdec.decoding.scoring import Fusion, LabelScores, Scoring, TokenScorer
 __all__ = [
     "STRATEGIES",
     "BatchedHyps",
+    "BeamOptions",
     "DecodingConfig",
     "DecodingOptions",
     "DecodingResult",
