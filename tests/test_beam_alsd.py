@@ -114,12 +114,13 @@ def test_nbest_is_sorted_unique_and_length_norm_reranks():
 
 
 @pytest.mark.parametrize("kind", list(HEADS))
-def test_fusion_is_scored_alike_in_both(kind):
+@pytest.mark.parametrize("pruning", ["late", "early"])
+def test_fusion_is_scored_alike_in_both(kind, pruning):
     model = model_for(kind, "stateless", "label_heavy")
     frames, lengths = encoder_batch([24, 13, 7], seed=6)
     fusions = [Fusion(BigramScorer(HEADS[kind].num_tokens, seed=3), 0.8, token_bonus=0.1, blank_scoring=True)]
-    expected = beam_alsd(model, frames, lengths, 3, beam_size=4, nbest=2, fusions=fusions).nbest
-    got = beam_alsd_pp(model, frames, lengths, 3, beam_size=4, nbest=2, fusions=fusions).nbest
+    expected = beam_alsd(model, frames, lengths, 3, beam_size=4, nbest=2, pruning=pruning, fusions=fusions).nbest
+    got = beam_alsd_pp(model, frames, lengths, 3, beam_size=4, nbest=2, pruning=pruning, fusions=fusions).nbest
     plain = beam_alsd_pp(model, frames, lengths, 3, beam_size=4, nbest=2).nbest
     assert [[h.tokens for h in n] for n in got] != [[h.tokens for h in n] for n in plain]
     for got_list, expected_list in zip(got, expected):
@@ -148,3 +149,15 @@ def test_max_length_ratio_ends_the_per_utterance_search():
     capped = beam_alsd(model, frames, lengths, 3, beam_size=4, max_length_ratio=0.0)
     assert full.stats.joint_calls > capped.stats.joint_calls
     assert len(capped.hypotheses()[0].tokens) <= len(full.hypotheses()[0].tokens) + 16
+
+
+def test_early_pruning_ranks_by_the_transducer_alone():
+    model = model_for("rnnt", "lstm", "label_heavy")
+    frames, lengths = encoder_batch([24, 13, 7, 19], seed=9)
+    fusions = [Fusion(BigramScorer(HEADS["rnnt"].num_tokens, seed=5), 2.0)]
+    late = beam_alsd_pp(model, frames, lengths, 3, beam_size=3, nbest=3, fusions=fusions).nbest
+    early = beam_alsd_pp(model, frames, lengths, 3, beam_size=3, nbest=3, pruning="early", fusions=fusions).nbest
+    assert [[h.tokens for h in n] for n in late] != [[h.tokens for h in n] for n in early]
+    plain = beam_alsd_pp(model, frames, lengths, 3, beam_size=3, nbest=3, pruning="early").nbest
+    late_plain = beam_alsd_pp(model, frames, lengths, 3, beam_size=3, nbest=3).nbest
+    assert all(same(a, b) for x, y in zip(plain, late_plain) for a, b in zip(x, y))  # no fusion: no difference

@@ -12,7 +12,9 @@ emitted at ``t`` since ``t`` last moved, its score and its predictor and fusion 
    stays at ``t``; ``max_symbols_per_frame`` tokens at one frame force ``t`` on by one, scoring nothing.
    A finished hypothesis is carried over unchanged, so finished and unfinished ones compete in one beam.
 2. The ``beam_size`` best candidates are kept (only each hypothesis' ``beam_size`` best emissions can be
-   among them, so only those are scored further).
+   among them, so only those are scored further). With fusions, ``pruning="late"`` ranks them by the fused
+   score; ``"early"`` by the hypothesis' score plus the emission's Transducer log-prob alone, the fusions'
+   scores being added to the kept ones only (beam-search paper, Sec. 2.3).
 3. Merging (``merge``): kept hypotheses with the same tokens in the same state (the same ``t`` and tokens
    emitted there, or both finished) are one hypothesis: the best of them, with its own score (``"max"``) or
    with the log of their summed probabilities (``"logsumexp"``); ``"none"`` keeps them all.
@@ -42,8 +44,25 @@ from transdec.decoding.scoring import Fusion, LabelScores, Scoring
 from transdec.protocol import DecodingModel, HeadSpec
 
 
+PRUNING_MODES = ("late", "early")
+
+
 @dataclass(frozen=True)
-class AlsdOptions(BeamOptions):
+class AlsdPlusPlusOptions(BeamOptions):
+    """Options of ALSD++ (and of ALSD): the beam options and, with fusions, when their scores count."""
+
+    pruning: str = option("late", "with fusions (an LM): rank candidates by the fused scores ('late'), or by the "
+                                  "Transducer's alone and add the fusions' to those kept ('early')",
+                          choices=PRUNING_MODES)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.pruning not in PRUNING_MODES:
+            raise ValueError(f"pruning must be one of {PRUNING_MODES}, got {self.pruning!r}")
+
+
+@dataclass(frozen=True)
+class AlsdOptions(AlsdPlusPlusOptions):
     """Options of per-utterance ALSD."""
 
     max_length_ratio: float | None = option(
@@ -84,13 +103,14 @@ def beam_alsd(
     nbest: int = 1,
     merge: str = "max",
     length_norm: bool = False,
+    pruning: str = "late",
     max_length_ratio: float | None = None,
     fusions: Sequence[Fusion] = (),
 ) -> DecodingResult:
     """Beam search over ``encoder_out [B, T, D]`` with valid ``lengths [B]``, one utterance after another."""
     lengths = checked_lengths(encoder_out, lengths)
     options = AlsdOptions(max_symbols_per_frame=max_symbols_per_frame, beam_size=beam_size, nbest=nbest,
-                          merge=merge, length_norm=length_norm, max_length_ratio=max_length_ratio)
+                          merge=merge, length_norm=length_norm, pruning=pruning, max_length_ratio=max_length_ratio)
     scoring = Scoring(model.head, fusions)
     stats = DecodingStats()
     nbest_lists = [
@@ -119,8 +139,9 @@ def _search(model: DecodingModel, scoring: Scoring, frames: torch.Tensor, option
                 continue
             scored = scoring(joint.combine(encoder_proj[hyp.time], hyp.predictor_proj[0]).unsqueeze(0), hyp.context)
             stats.joint_calls += 1
-            for emission in _moves(head, scored, options.beam_size):
-                candidates.append((hyp.score + emission.score, hyp, emission))
+            for emission in _moves(head, scored, options.beam_size, early=options.pruning == "early"):
+                rank = emission.am_score if options.pruning == "early" else emission.score
+                candidates.append((hyp.score + rank, hyp, emission))
         candidates.sort(key=lambda c: -c[0])  # stable: ties keep hypothesis, label, duration order
         kept = [_extend(model, scoring, hyp, emission, options, stats, frames.device)
                 for _, hyp, emission in candidates[: options.beam_size]]
@@ -130,11 +151,13 @@ def _search(model: DecodingModel, scoring: Scoring, frames: torch.Tensor, option
     return [_hypothesis(h) for h in _ranked(finished, options.length_norm)[: options.nbest]]
 
 
-def _moves(head: HeadSpec, scored: LabelScores, beam_size: int) -> list[Move]:
-    """The ``beam_size`` best emissions of one joint call. Only these can be among the beam's best candidates:
-    each of the others has ``beam_size`` better ones from the same hypothesis. For TDT the best emissions pair
-    the best labels with the best durations (the two are scored independently)."""
-    scores, labels = scored.scores[0].topk(min(beam_size, head.num_labels))
+def _moves(head: HeadSpec, scored: LabelScores, beam_size: int, early: bool = False) -> list[Move]:
+    """The ``beam_size`` best emissions of one joint call, by fused score (by the Transducer's with ``early``).
+    Only these can be among the beam's best candidates: each of the others has ``beam_size`` better ones from the
+    same hypothesis. For TDT the best emissions pair the best labels with the best durations (the two are scored
+    independently)."""
+    _, labels = (scored.label_logprobs if early else scored.scores)[0].topk(min(beam_size, head.num_labels))
+    scores = scored.scores[0, labels]
     label_logprobs = scored.label_logprobs[0, labels].tolist()
     if head.kind != "tdt":
         return [Move(label, 0, label_advance(head, label), score, logprob, logprob, label < head.num_tokens)
@@ -146,7 +169,7 @@ def _moves(head: HeadSpec, scored: LabelScores, beam_size: int) -> list[Move]:
         for label, score, logprob in zip(labels.tolist(), scores.tolist(), label_logprobs)
         for d, duration_logprob in zip(duration_index.tolist(), duration_logprobs.tolist())
     ]
-    return sorted(emissions, key=lambda e: -e.score)[:beam_size]
+    return sorted(emissions, key=lambda e: -(e.am_score if early else e.score))[:beam_size]
 
 
 def _extend(model: DecodingModel, scoring: Scoring, hyp: _Hyp, emission: Move | None, options: AlsdOptions,

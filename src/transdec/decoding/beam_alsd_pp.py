@@ -26,14 +26,14 @@ from transdec.decoding.batched_hyps import BatchedHyps
 from transdec.decoding.beam_hyps import BatchedBeamHyps
 from transdec.decoding.emissions import lookup_tables
 from transdec.decoding.inputs import checked_lengths
-from transdec.decoding.options import BeamOptions
+from transdec.decoding.beam_alsd import AlsdPlusPlusOptions
 from transdec.decoding.registry import register_strategy
 from transdec.decoding.results import DecodingResult, DecodingStats
 from transdec.decoding.scoring import Fusion, Scoring
 from transdec.protocol import DecodingModel
 
 
-@register_strategy("beam_alsd_pp", BeamOptions,
+@register_strategy("beam_alsd_pp", AlsdPlusPlusOptions,
                    "ALSD++: alignment-length synchronous beam search batched over utterances and beams")
 @torch.inference_mode()
 def beam_alsd_pp(
@@ -45,13 +45,14 @@ def beam_alsd_pp(
     nbest: int = 1,
     merge: str = "max",
     length_norm: bool = False,
+    pruning: str = "late",
     fusions: Sequence[Fusion] = (),
 ) -> DecodingResult:
     """Beam search over ``encoder_out [B, T, D]`` with valid ``lengths [B]``; ``result.nbest`` has each
     utterance's ``nbest`` best hypotheses."""
     lengths = checked_lengths(encoder_out, lengths)
-    options = BeamOptions(max_symbols_per_frame=max_symbols_per_frame, beam_size=beam_size, nbest=nbest,
-                          merge=merge, length_norm=length_norm)
+    options = AlsdPlusPlusOptions(max_symbols_per_frame=max_symbols_per_frame, beam_size=beam_size, nbest=nbest,
+                                  merge=merge, length_norm=length_norm, pruning=pruning)
     search = _AlsdSearch(model, encoder_out, lengths, options, Scoring(model.head, fusions))
     while search.step():
         pass
@@ -64,7 +65,8 @@ def beam_alsd_pp(
 class _AlsdSearch:
     """The state of one batched search; :meth:`step` runs one search step."""
 
-    def __init__(self, model: DecodingModel, encoder_out: torch.Tensor, lengths: torch.Tensor, options: BeamOptions,
+    def __init__(self, model: DecodingModel, encoder_out: torch.Tensor, lengths: torch.Tensor,
+                 options: AlsdPlusPlusOptions,
                  scoring: Scoring) -> None:
         self.head, self.predictor, self.joint = model.head, model.predictor, model.joint
         self.options, self.scoring = options, scoring
@@ -99,10 +101,17 @@ class _AlsdSearch:
         # Candidates: each active hypothesis' best emissions, and for a finished one itself, unchanged.
         scores = hyps.scores.view(-1, 1)
         flat_active = active.view(-1, 1)
+        early = self.options.pruning == "early"
         candidates = torch.cat([torch.where(flat_active, scores + emission["score"], -torch.inf),
                                 torch.where(flat_active, -torch.inf, scores)], dim=1)  # [B*K, E + 1]
         width = candidates.shape[1]
-        top_scores, top = candidates.view(batch_size, beam * width).topk(beam, dim=1)  # [B, K]
+        if early:  # rank by the Transducer's log-probs, score by the fused ones
+            ranking = torch.cat([torch.where(flat_active, scores + emission["am_logprob"], -torch.inf),
+                                 torch.where(flat_active, -torch.inf, scores)], dim=1)
+            _, top = ranking.view(batch_size, beam * width).topk(beam, dim=1)
+            top_scores = candidates.view(batch_size, beam * width).gather(1, top)
+        else:
+            top_scores, top = candidates.view(batch_size, beam * width).topk(beam, dim=1)  # [B, K]
         parents, which = top // width, top % width
         stays = which == width - 1
         flat_parents = (self.rows * beam + parents).view(-1)  # [B*K]
@@ -139,7 +148,9 @@ class _AlsdSearch:
         """Each hypothesis' ``E`` best emissions ``[B*K, E]``: its ``K`` best labels (times its ``K`` best
         durations for TDT) with their decision scores, scores without fusions and label log-probs."""
         beam = self.options.beam_size
-        label_scores, labels = scored.scores.topk(min(beam, scored.scores.shape[1]), dim=1)  # [N, k1]
+        by = scored.label_logprobs if self.options.pruning == "early" else scored.scores
+        _, labels = by.topk(min(beam, scored.scores.shape[1]), dim=1)  # [N, k1]
+        label_scores = scored.scores.gather(1, labels)
         label_logprobs = scored.label_logprobs.gather(1, labels)
         if scored.duration_logprobs is None:
             return {"label": labels, "duration": torch.zeros_like(labels), "score": label_scores,
