@@ -29,6 +29,7 @@ cannot hold; :mod:`transdec.decoding.beam_alsd_pp` searches those heads.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -158,14 +159,11 @@ class _AesSearch:
         frames = self.encoder_proj[:, min(t, self.encoder_proj.shape[1] - 1)]  # [B, J]
         frames = frames.unsqueeze(1).expand(-1, beam, -1).flatten(0, 1)  # [B*K, J]
         # Finished utterances keep their beam: the pool's first part, from source 0 (the state at frame start).
-        pool = [_Set(*(torch.where(active, -torch.inf, start.scores) if name == "scores" else getattr(start, name)
-                       for name in _Set.__dataclass_fields__))]
+        pool = [dataclasses.replace(start, scores=torch.where(active, -torch.inf, start.scores))]
         sources = [(self.state, self.predictor_proj, self.scorer_state)]
         pool_sources = [0]
-        current, state, projection, scorer_state = start, self.state, self.predictor_proj, self.scorer_state
-        alive = (start.scores > -torch.inf) & active
-        current = _Set(*(torch.where(alive, current.scores, -torch.inf) if name == "scores" else getattr(current, name)
-                         for name in _Set.__dataclass_fields__))
+        current = dataclasses.replace(start, scores=torch.where(active, start.scores, -torch.inf))
+        state, projection, scorer_state = self.state, self.predictor_proj, self.scorer_state
         for step in range(self.steps):
             scored = self.scoring(self.joint.combine(frames, projection), self.scoring.context(scorer_state))
             self.stats.joint_calls += 1
@@ -178,7 +176,7 @@ class _AesSearch:
             leaves = (keep & (top_labels == blank)).any(dim=1).view(batch_size, beam)
             pool.append(self._left_by_blank(current, scored, leaves))
             pool_sources.append(len(sources) - 1)
-            # Their token candidates, less sequences the frame started with, make the next set.
+            # Their token candidates make the next set.
             tokens = keep & (top_labels != blank)
             next_set, parents, labels = self._next_set(current, top_scores, top_labels, tokens,
                                                        scored.label_logprobs, step)

@@ -1,0 +1,195 @@
+"""WIND beam search (WIND paper, Algorithm 3), one utterance at a time, RNN-T heads.
+
+Hypotheses wait at frames: the search always takes those at the earliest frame ``t``, merges equal ones and keeps
+the ``beam_size`` best, and expands each with one joint call over the window of frames ``t .. t+n-1``
+(``n = min(window_size, T - t)``), its predictor output fixed. The window defines which emission comes next:
+
+* token ``v`` at window position ``k``: blanks at ``t .. t+k-1``, then ``v`` at ``t+k``; score the blanks' and
+  the token's (fused) scores; the hypothesis then waits at ``t+k`` (a token keeps the frame), or at ``t+k+1`` if
+  that was its ``max_symbols_per_frame``-th token there (the forced move of greedy decoding, scoring nothing);
+* the blank: blanks over the whole window; the hypothesis waits at ``t+n``.
+
+Each hypothesis keeps its ``beam_size`` best of these ``n * V + 1`` expansions. A hypothesis that waits at or past
+``T`` is finished. Hypotheses are equal when they have the same tokens at the same frame with the same number of
+tokens emitted there (``merge``: keep the best, or the best with their summed probability; finished ones are
+equal by tokens alone). With a beam wide enough to prune nothing every path is searched for any window, so the
+best hypothesis is the best path (``"max"``) or the sequence with the highest summed probability
+(``"logsumexp"``); with pruning, the window changes which hypotheses compete, and so the result. ``window_size=1``
+is a frame-synchronous search.
+
+Multi-blank and TDT blanks jump by their durations, which a window of blanks cannot express: those heads are
+refused (use ``beam_alsd_pp``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from transdec.decoding.batched_hyps import BatchedHyps
+from transdec.decoding.inputs import check_window_size, checked_lengths
+from transdec.decoding.options import WINDOW_HELP, BeamOptions, option
+from transdec.decoding.registry import register_strategy
+from transdec.decoding.results import DecodingResult, DecodingStats, Hypothesis
+from transdec.decoding.scoring import Fusion, Scoring
+from transdec.protocol import DecodingModel
+
+
+@dataclass(frozen=True)
+class WindBeamOptions(BeamOptions):
+    """Options of WIND beam search."""
+
+    window_size: int = option(8, WINDOW_HELP)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_window_size(self.window_size)
+
+
+@dataclass
+class _Hyp:
+    tokens: tuple[int, ...] = ()
+    timestamps: tuple[int, ...] = ()
+    token_logprobs: tuple[float, ...] = ()
+    time: int = 0
+    tokens_at_frame: int = 0
+    score: float = 0.0
+    am_score: float = 0.0
+    predictor_proj: torch.Tensor | None = None  # [J]
+    state: Any = None
+    scorer_state: Any = None
+    context: tuple[torch.Tensor, ...] = field(default=())
+
+
+@register_strategy("beam_wind", WindBeamOptions,
+                   "WIND beam search: a window of frames per joint call, one utterance at a time (RNN-T)")
+@torch.inference_mode()
+def beam_wind(
+    model: DecodingModel,
+    encoder_out: torch.Tensor,
+    lengths: torch.Tensor,
+    max_symbols_per_frame: int | None = 10,
+    beam_size: int = 4,
+    nbest: int = 1,
+    merge: str = "max",
+    length_norm: bool = False,
+    window_size: int = 8,
+    fusions: Sequence[Fusion] = (),
+) -> DecodingResult:
+    """WIND beam search over ``encoder_out [B, T, D]`` with valid ``lengths [B]``, one utterance after another."""
+    if model.head.kind != "rnnt":
+        raise ValueError(f"beam_wind needs an RNN-T head, not {model.head.kind!r} (its blanks jump by durations); "
+                         "use beam_alsd_pp")
+    lengths = checked_lengths(encoder_out, lengths)
+    options = WindBeamOptions(max_symbols_per_frame=max_symbols_per_frame, beam_size=beam_size, nbest=nbest,
+                              merge=merge, length_norm=length_norm, window_size=window_size)
+    scoring = Scoring(model.head, fusions)
+    stats = DecodingStats()
+    nbest_lists = [_search(model, scoring, encoder_out[b, :length], options, stats)
+                   for b, length in enumerate(lengths.tolist())]
+    best = [hyps[0] for hyps in nbest_lists]
+    return DecodingResult(BatchedHyps.from_hypotheses(best, encoder_out.device, encoder_out.dtype), stats,
+                          nbest=nbest_lists)
+
+
+def _search(model: DecodingModel, scoring: Scoring, frames: torch.Tensor, options: WindBeamOptions,
+            stats: DecodingStats) -> list[Hypothesis]:
+    head, joint = model.head, model.joint
+    num_frames, device = frames.shape[0], frames.device
+    encoder_proj = joint.project_encoder(frames.unsqueeze(0))[0]  # [T, J]
+    start = _Hyp(state=model.predictor.initial_state(1), scorer_state=scoring.initial_state(1, device))
+    _feed(model, scoring, start, head.predictor_blank_id, stats, device)
+    waiting: dict[int, list[_Hyp]] = {0: [start]}
+    finished: list[_Hyp] = []
+    while waiting:
+        t = min(waiting)
+        if t >= num_frames:
+            finished.extend(h for frame in list(waiting) for h in waiting.pop(frame))
+            break
+        hyps = _best_first(_merge(_best_first(waiting.pop(t)), options.merge, finished=False))
+        for hyp in hyps[: options.beam_size]:
+            for new in _expand(model, scoring, encoder_proj, hyp, options, stats):
+                waiting.setdefault(new.time, []).append(new)
+    ranked = _best_first(_merge(_best_first(finished), options.merge, finished=True), options.length_norm)
+    return [Hypothesis(list(h.tokens), list(h.timestamps), [0] * len(h.tokens), list(h.token_logprobs), h.score,
+                       h.am_score) for h in ranked[: options.nbest]]
+
+
+def _expand(model: DecodingModel, scoring: Scoring, encoder_proj: torch.Tensor, hyp: _Hyp, options: WindBeamOptions,
+            stats: DecodingStats) -> list[_Hyp]:
+    """The ``beam_size`` best expansions of ``hyp`` over its window (see the module docstring)."""
+    head, t = model.head, hyp.time
+    size = min(options.window_size, encoder_proj.shape[0] - t)
+    scored = scoring(model.joint.combine(encoder_proj[t : t + size], hyp.predictor_proj).unsqueeze(0), hyp.context)
+    stats.joint_calls += 1
+    scores, logprobs = scored.scores[0], scored.label_logprobs[0]  # [n, L]
+    # Blanks before each window position: [n + 1], the last one the whole window.
+    blanks = torch.cat([scores.new_zeros(1), scores[:, head.blank_id].cumsum(0)])
+    am_blanks = torch.cat([logprobs.new_zeros(1), logprobs[:, head.blank_id].cumsum(0)])
+    token_scores = (blanks[:size].unsqueeze(1) + scores[:, : head.num_tokens]).flatten()  # [n * V]
+    candidates = torch.cat([token_scores, blanks[size:]])
+    best_scores, best = candidates.topk(min(options.beam_size, candidates.shape[0]))
+    expansions = []
+    for score, index in zip(best_scores.tolist(), best.tolist()):
+        if index == size * head.num_tokens:  # the blank over the whole window
+            expansions.append(dataclasses.replace(hyp, time=t + size, tokens_at_frame=0, score=hyp.score + score,
+                                                  am_score=hyp.am_score + float(am_blanks[size])))
+            continue
+        k, token = divmod(index, head.num_tokens)
+        new = dataclasses.replace(hyp, tokens=hyp.tokens + (token,), timestamps=hyp.timestamps + (t + k,),
+                                  token_logprobs=hyp.token_logprobs + (float(logprobs[k, token]),),
+                                  time=t + k, tokens_at_frame=(hyp.tokens_at_frame if k == 0 else 0) + 1,
+                                  score=hyp.score + score,
+                                  am_score=hyp.am_score + float(am_blanks[k] + logprobs[k, token]))
+        if options.max_symbols_per_frame is not None and new.tokens_at_frame >= options.max_symbols_per_frame:
+            new.time, new.tokens_at_frame = new.time + 1, 0
+        _feed(model, scoring, new, token, stats, encoder_proj.device)
+        expansions.append(new)
+    return expansions
+
+
+def _feed(model: DecodingModel, scoring: Scoring, hyp: _Hyp, label: int, stats: DecodingStats,
+          device: torch.device) -> None:
+    """Advance ``hyp``'s predictor (and fusion state, for a token) by ``label``, in place."""
+    labels = torch.tensor([label], device=device)
+    out, hyp.state = model.predictor.step(labels, hyp.state)
+    hyp.predictor_proj = model.joint.project_predictor(out)[0]
+    stats.predictor_calls += 1
+    if label != model.head.predictor_blank_id:
+        hyp.scorer_state = scoring.advance(hyp.scorer_state, labels, torch.ones(1, dtype=torch.bool, device=device))
+    hyp.context = scoring.context(hyp.scorer_state)
+
+
+def _best_first(hyps: list[_Hyp], length_norm: bool = False) -> list[_Hyp]:
+    """By score (per token with ``length_norm``), best first; ties keep their order."""
+    if length_norm:
+        return sorted(hyps, key=lambda h: -h.score / max(len(h.tokens), 1))
+    return sorted(hyps, key=lambda h: -h.score)
+
+
+def _merge(hyps: list[_Hyp], rule: str, finished: bool) -> list[_Hyp]:
+    """One hypothesis per group of equal ones (``hyps`` best first), the best of each group first."""
+    if rule == "none":
+        return hyps
+    groups: dict[tuple, list[_Hyp]] = {}
+    for hyp in hyps:
+        key = hyp.tokens if finished else (hyp.tokens, hyp.tokens_at_frame)
+        groups.setdefault(key, []).append(hyp)
+    merged = []
+    for group in groups.values():
+        best = group[0]
+        if rule == "logsumexp" and len(group) > 1:
+            best = dataclasses.replace(best, score=_logsumexp([h.score for h in group]),
+                                       am_score=_logsumexp([h.am_score for h in group]))
+        merged.append(best)
+    return merged
+
+
+def _logsumexp(values: list[float]) -> float:
+    top = max(values)
+    return top if top == -math.inf else top + math.log(sum(math.exp(v - top) for v in values))
