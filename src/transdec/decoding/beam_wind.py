@@ -60,7 +60,8 @@ class _Hyp:
     tokens_at_frame: int = 0
     score: float = 0.0
     am_score: float = 0.0
-    predictor_proj: torch.Tensor | None = None  # [J]
+    predictor_proj: torch.Tensor | None = None  # [J], after every token but ``pending``
+    pending: int | None = None  # the last token, fed to the predictor only if the hypothesis survives pruning
     state: Any = None
     scorer_state: Any = None
     context: tuple[torch.Tensor, ...] = field(default=())
@@ -113,6 +114,9 @@ def _search(model: DecodingModel, scoring: Scoring, frames: torch.Tensor, option
             break
         hyps = _best_first(_merge(_best_first(waiting.pop(t)), options.merge, finished=False))
         for hyp in hyps[: options.beam_size]:
+            if hyp.pending is not None:
+                _feed(model, scoring, hyp, hyp.pending, stats, device)
+                hyp.pending = None
             for new in _expand(model, scoring, encoder_proj, hyp, options, stats):
                 waiting.setdefault(new.time, []).append(new)
     ranked = _best_first(_merge(_best_first(finished), options.merge, finished=True), options.length_norm)
@@ -148,7 +152,7 @@ def _expand(model: DecodingModel, scoring: Scoring, encoder_proj: torch.Tensor, 
                                   am_score=hyp.am_score + float(am_blanks[k] + logprobs[k, token]))
         if options.max_symbols_per_frame is not None and new.tokens_at_frame >= options.max_symbols_per_frame:
             new.time, new.tokens_at_frame = new.time + 1, 0
-        _feed(model, scoring, new, token, stats, encoder_proj.device)
+        new.pending = token
         expansions.append(new)
     return expansions
 
