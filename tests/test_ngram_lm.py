@@ -154,3 +154,26 @@ def test_cli_takes_an_lm(tmp_path, capsys):
     assert capsys.readouterr().out != plain_text
     assert main(["transcribe", example, "--lm", str(tmp_path / "missing.arpa")]) == 2
     assert "missing.arpa: no such LM file" in capsys.readouterr().err
+
+
+def test_evaluate_sweeps_lm_weights(tmp_path, capsys):
+    import json
+
+    import soundfile
+
+    from transdec.cli import main
+
+    path = tmp_path / "lm.arpa"
+    path.write_text(random_arpa(256, 3, seed=1, ngrams_per_order=500, missing_tokens=10))
+    manifest = tmp_path / "m.jsonl"
+    audio, rate = soundfile.read(EXAMPLE)
+    manifest.write_text(json.dumps({"audio_filepath": EXAMPLE, "duration": len(audio) / rate,
+                                    "text": "logic is a systematic method of coming to the wrong conclusion with "
+                                            "confidence"}) + "\n")
+    code = main(["evaluate", str(manifest), "--decoding", "greedy_label", "--lm", str(path), "--lm-weight", "0,4",
+                 "--output-dir", str(tmp_path / "eval"), "--warmup", "0"])
+    table = capsys.readouterr().out
+    assert code == 0 and "| greedy_label+lm0 |" in table and "| greedy_label+lm4 |" in table
+    assert (tmp_path / "eval" / "predictions_greedy_label+lm4.jsonl").is_file()
+    assert main(["transcribe", EXAMPLE, "--lm", str(path), "--lm-weight", "0,4"]) == 2
+    assert "transcribe takes one weight" in capsys.readouterr().err

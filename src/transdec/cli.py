@@ -135,7 +135,9 @@ def _add_lm_arguments(p: argparse.ArgumentParser) -> None:
     group.add_argument("--lm", default=None, metavar="FILE",
                        help="token-level n-gram LM: an ARPA file in NeMo's convention (token i written as "
                             "chr(i + 100)) or its compiled .pt form")
-    group.add_argument("--lm-weight", type=float, default=0.5, help="weight of the LM's log-probs (default %(default)s)")
+    group.add_argument("--lm-weight", type=_weights, default=[0.5], metavar="WEIGHT[,WEIGHT...]",
+                       help="weight of the LM's log-probs (default 0.5); evaluate takes several, comma-separated, and "
+                            "reports each strategy with each (a sweep for a dev set)")
     group.add_argument("--lm-token-bonus", type=float, default=0.0,
                        help="added to every token's score, against the deletions LM fusion causes (default %(default)s)")
     group.add_argument("--lm-blank-scoring", action="store_true",
@@ -143,8 +145,17 @@ def _add_lm_arguments(p: argparse.ArgumentParser) -> None:
                             " times their log-prob")
 
 
+def _weights(text: str) -> list[float]:
+    """An argparse type: comma-separated LM weights."""
+    try:
+        return [float(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
+
+
 def _with_lm(args: argparse.Namespace, model, configs: list) -> list:
-    """``configs`` with the ``--lm`` fusion added (the LM is read for the model's vocabulary)."""
+    """``configs`` with the ``--lm`` fusion added, one config per ``--lm-weight`` (the LM is read once, for the
+    model's vocabulary)."""
     if not args.lm:
         return configs
     from dataclasses import replace
@@ -153,8 +164,8 @@ def _with_lm(args: argparse.Namespace, model, configs: list) -> list:
     from transdec.lm import NGramLM
 
     lm = NGramLM.load(args.lm, model.head.num_tokens, device=args.device)
-    fusion = Fusion(lm, args.lm_weight, args.lm_token_bonus, args.lm_blank_scoring)
-    return [replace(config, fusions=(*config.fusions, fusion)) for config in configs]
+    return [replace(config, fusions=(*config.fusions, Fusion(lm, weight, args.lm_token_bonus, args.lm_blank_scoring)))
+            for config in configs for weight in args.lm_weight]
 
 
 def _add_transcribe_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -295,6 +306,8 @@ def _transcribe(args: argparse.Namespace) -> int:
         decodings = decoding_configs(args)
         if len(decodings) != 1:
             raise ValueError(f"--decoding {args.decoding}: transcribe takes one strategy")
+        if len(args.lm_weight) != 1:
+            raise ValueError("--lm-weight: transcribe takes one weight")
         problem = _device_problem(args.device) or (args.output and _output_problem(args.output))
         if problem:
             raise ValueError(problem)

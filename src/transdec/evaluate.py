@@ -109,6 +109,11 @@ def run_strategies(model: TransducerModel, waveforms: list[np.ndarray], order: l
     return texts, encoder_seconds, decoder_seconds
 
 
+def config_label(config: DecodingConfig) -> str:
+    """The name a strategy's results go by: the strategy, and each fusion's weight (``beam_alsd_pp+lm0.5``)."""
+    return config.strategy + "".join(f"+lm{fusion.weight:g}" for fusion in config.fusions)
+
+
 def evaluate_manifest(model: TransducerModel, manifest: str | Path, strategies: list[DecodingConfig],
                       batch_size: int = 16, warmup_batches: int = 1, normalizer_name: str = "whisper",
                       output_dir: str | Path | None = None,
@@ -147,17 +152,17 @@ def evaluate_manifest(model: TransducerModel, manifest: str | Path, strategies: 
     order = sorted(range(len(waveforms)), key=lambda i: len(waveforms[i]))
     reports = []
     progress = tqdm(total=len(waveforms) * len(strategies), unit="utt", disable=None,
-                    desc="evaluate " + ",".join(d.strategy for d in strategies))  # a bar on terminals only
+                    desc="evaluate " + ",".join(config_label(d) for d in strategies))  # a bar on terminals only
     all_texts, encoder_s, decoder_s = run_strategies(model, waveforms, order, strategies, batch_size,
                                                      warmup_batches, progress)
     for decoding, texts, strategy_decoder_s in zip(strategies, all_texts, decoder_s):
         hypotheses = [normalize(t) for t in texts]
         cer = jiwer.cer(references, hypotheses) if references and any(references) else 0.0
-        reports.append(StrategyReport(decoding.strategy, len(usable), round(audio_seconds, 3),
+        reports.append(StrategyReport(config_label(decoding), len(usable), round(audio_seconds, 3),
                                       word_errors(references, hypotheses).wer, float(cer), encoder_s,
                                       strategy_decoder_s))
         if output_dir is not None:
-            _write_atomically(Path(output_dir) / f"predictions_{decoding.strategy}.jsonl", "".join(
+            _write_atomically(Path(output_dir) / f"predictions_{config_label(decoding)}.jsonl", "".join(
                 json.dumps({**item.entry, "pred_text": text}, allow_nan=False) + "\n"
                 for item, text in zip(usable, texts)))
     progress.close()
