@@ -185,9 +185,7 @@ class _AesSearch:
             flat_parents = (self.flat_base + parents).view(-1)
             fed = labels.view(-1)
             valid = (next_set.scores > -torch.inf).view(-1)
-            out, state = self.predictor.step(torch.where(valid, fed, 0), self.predictor.gather_state(state, flat_parents))
-            self.stats.predictor_calls += 1
-            projection = self.joint.project_predictor(out)
+            state, projection = self._feed(state, flat_parents, fed, valid)
             scorer_state = self.scoring.advance(self.scoring.gather_state(scorer_state, flat_parents), fed, valid)
             sources.append((state, projection, scorer_state))
             current = next_set
@@ -197,6 +195,20 @@ class _AesSearch:
                 pool.append(self._left_by_blank(current, scored, current.scores > -torch.inf))
                 pool_sources.append(len(sources) - 1)
         self._select(_cat(pool), pool_sources, sources, t)
+
+    def _feed(self, state, parents: torch.Tensor, tokens: torch.Tensor, valid: torch.Tensor):
+        """Predictor state and projection ``[B*K, J]`` after each row's parent state ``parents [B*K]`` reads its
+        token; rows not ``valid [B*K]`` get any state (they hold no hypothesis)."""
+        self.stats.predictor_calls += 1
+        if valid.device.type != "cpu":  # on a GPU the whole beam in one call costs about as much, with no sync
+            out, state = self.predictor.step(torch.where(valid, tokens, 0), self.predictor.gather_state(state, parents))
+            return state, self.joint.project_predictor(out)
+        # On a CPU the predictor's arithmetic dominates, and gamma often leaves few token candidates: run it on
+        # the valid rows only and spread the results back with a gather.
+        rows = valid.nonzero().squeeze(1)
+        out, new_state = self.predictor.step(tokens[rows], self.predictor.gather_state(state, parents[rows]))
+        position = torch.zeros_like(tokens).index_put_((rows,), torch.arange(len(rows), device=rows.device))
+        return self.predictor.gather_state(new_state, position), self.joint.project_predictor(out)[position]
 
     def _left_by_blank(self, members: _Set, scored, leaves: torch.Tensor) -> _Set:
         """``members`` that take the blank where ``leaves [B, K]``, the others dropped (score -inf)."""
