@@ -52,11 +52,12 @@ hypothesis is the sequence with the highest total probability (``"max"``: the be
 from __future__ import annotations
 
 import dataclasses
+import functools
 import heapq
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -145,9 +146,8 @@ def _logaddexp(x: float, y: float) -> float:
 Buckets = list[PathSum | None]
 
 
-@dataclass(frozen=True)
-class Move:
-    """One emission a joint call offers.
+class Move(NamedTuple):
+    """One emission a joint call offers (a named tuple: the searches make millions of them).
 
     Attributes:
         label: the label output (token, blank or big blank).
@@ -174,18 +174,24 @@ def moves_of(head: HeadSpec, scored: LabelScores) -> list[Move]:
     duration."""
     scores = scored.scores[0].tolist()
     label_logprobs = scored.label_logprobs[0].tolist()
+    blank_id, num_tokens = head.blank_id, head.num_tokens  # properties: read once, not per label
     if head.kind == "tdt":
         duration_logprobs = scored.duration_logprobs[0].tolist()
         return [
-            Move(label, duration, max(duration, 1) if label == head.blank_id else duration,
+            Move(label, duration, max(duration, 1) if label == blank_id else duration,
                  scores[label] + duration_logprob, label_logprobs[label] + duration_logprob, label_logprobs[label],
-                 label < head.num_tokens)
+                 label < num_tokens)
             for label in range(head.num_labels)
             for duration, duration_logprob in zip(head.durations, duration_logprobs)
         ]
-    return [Move(label, 0, label_advance(head, label), scores[label], label_logprobs[label], label_logprobs[label],
-                 label < head.num_tokens)
-            for label in range(head.num_labels)]
+    return [Move(label, 0, advance, scores[label], label_logprobs[label], label_logprobs[label], label < num_tokens)
+            for label, advance in enumerate(_label_advances(head))]
+
+
+@functools.lru_cache(maxsize=32)
+def _label_advances(head: HeadSpec) -> tuple[int, ...]:
+    """:func:`label_advance` of every label output of ``head``."""
+    return tuple(label_advance(head, label) for label in range(head.num_labels))
 
 
 def label_advance(head: HeadSpec, label: int) -> int:
