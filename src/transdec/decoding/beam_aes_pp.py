@@ -36,36 +36,16 @@ from dataclasses import dataclass
 
 import torch
 
-from transdec.decoding.batched_hyps import BatchedHyps
-from transdec.decoding.beam_hyps import HASH_BASE, HASH_MODULUS, BatchedBeamHyps
+from transdec.decoding.beam_hyps import HASH_BASE, HASH_MODULUS, BatchedBeamHyps, step_rows
 from transdec.decoding.inputs import checked_lengths
-from transdec.decoding.options import BeamOptions, option
+from transdec.decoding.options import ExpansionOptions
 from transdec.decoding.registry import register_strategy
 from transdec.decoding.results import DecodingResult, DecodingStats, Hypothesis
 from transdec.decoding.scoring import Fusion, Scoring
 from transdec.protocol import DecodingModel
 
 
-@dataclass(frozen=True)
-class AesOptions(BeamOptions):
-    """Options of AES++ (besides the beam options): mAES's expansion pruning and steps per frame."""
-
-    expansion_beta: int = option(2, "mAES / AES++: candidates per hypothesis and step beyond beam_size")
-    expansion_gamma: float = option(2.3, "mAES / AES++: drop a hypothesis' candidates scoring more than this below "
-                                         "its best one (log-prob; inf keeps them all)")
-    num_steps: int = option(2, "mAES / AES++: expansion steps per frame")
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if isinstance(self.expansion_beta, bool) or not isinstance(self.expansion_beta, int) or self.expansion_beta < 0:
-            raise ValueError(f"expansion_beta must be a non-negative integer, got {self.expansion_beta!r}")
-        if isinstance(self.expansion_gamma, bool) or not self.expansion_gamma >= 0:  # NaN fails too
-            raise ValueError(f"expansion_gamma must be a non-negative number, got {self.expansion_gamma!r}")
-        if isinstance(self.num_steps, bool) or not isinstance(self.num_steps, int) or self.num_steps < 1:
-            raise ValueError(f"num_steps must be a positive integer, got {self.num_steps!r}")
-
-
-@register_strategy("beam_aes_pp", AesOptions,
+@register_strategy("beam_aes_pp", ExpansionOptions,
                    "AES++: adaptive expansion search batched over utterances and beams (RNN-T)")
 @torch.inference_mode()
 def beam_aes_pp(
@@ -88,16 +68,14 @@ def beam_aes_pp(
         raise ValueError(f"beam_aes_pp searches frame by frame, which needs an RNN-T head (every blank moves one "
                          f"frame), not {model.head.kind!r}; use beam_alsd_pp")
     lengths = checked_lengths(encoder_out, lengths)
-    options = AesOptions(max_symbols_per_frame=max_symbols_per_frame, beam_size=beam_size, nbest=nbest, merge=merge,
+    options = ExpansionOptions(max_symbols_per_frame=max_symbols_per_frame, beam_size=beam_size, nbest=nbest, merge=merge,
                          length_norm=length_norm, expansion_beta=expansion_beta, expansion_gamma=expansion_gamma,
                          num_steps=num_steps)
     search = _AesSearch(model, encoder_out, lengths, options, Scoring(model.head, fusions))
     for frame in range(int(lengths.max()) if len(lengths) else 0):
         search.frame(frame)
     nbest_lists = search.nbest()
-    best = [hyps[0] for hyps in nbest_lists]
-    return DecodingResult(BatchedHyps.from_hypotheses(best, encoder_out.device, encoder_out.dtype), search.stats,
-                          nbest=nbest_lists)
+    return DecodingResult.from_nbest(nbest_lists, search.stats, encoder_out.device, encoder_out.dtype)
 
 
 @dataclass
@@ -128,7 +106,7 @@ def _cat(sets: list[_Set]) -> _Set:
 
 
 class _AesSearch:
-    def __init__(self, model: DecodingModel, encoder_out: torch.Tensor, lengths: torch.Tensor, options: AesOptions,
+    def __init__(self, model: DecodingModel, encoder_out: torch.Tensor, lengths: torch.Tensor, options: ExpansionOptions,
                  scoring: Scoring) -> None:
         self.head, self.predictor, self.joint = model.head, model.predictor, model.joint
         self.options, self.scoring = options, scoring
@@ -185,7 +163,10 @@ class _AesSearch:
             flat_parents = (self.flat_base + parents).view(-1)
             fed = labels.view(-1)
             valid = (next_set.scores > -torch.inf).view(-1)
-            state, projection = self._feed(state, flat_parents, fed, valid)
+            state, projection = step_rows(self.predictor, self.joint, fed,
+                                          self.predictor.gather_state(state, flat_parents), valid,
+                                          self.head.predictor_blank_id)
+            self.stats.predictor_calls += 1
             scorer_state = self.scoring.advance(self.scoring.gather_state(scorer_state, flat_parents), fed, valid)
             sources.append((state, projection, scorer_state))
             current = next_set
@@ -195,20 +176,6 @@ class _AesSearch:
                 pool.append(self._left_by_blank(current, scored, current.scores > -torch.inf))
                 pool_sources.append(len(sources) - 1)
         self._select(_cat(pool), pool_sources, sources, t)
-
-    def _feed(self, state, parents: torch.Tensor, tokens: torch.Tensor, valid: torch.Tensor):
-        """Predictor state and projection ``[B*K, J]`` after each row's parent state ``parents [B*K]`` reads its
-        token; rows not ``valid [B*K]`` get any state (they hold no hypothesis)."""
-        self.stats.predictor_calls += 1
-        if valid.device.type != "cpu":  # on a GPU the whole beam in one call costs about as much, with no sync
-            out, state = self.predictor.step(torch.where(valid, tokens, 0), self.predictor.gather_state(state, parents))
-            return state, self.joint.project_predictor(out)
-        # On a CPU the predictor's arithmetic dominates, and gamma often leaves few token candidates: run it on
-        # the valid rows only and spread the results back with a gather.
-        rows = valid.nonzero().squeeze(1)
-        out, new_state = self.predictor.step(tokens[rows], self.predictor.gather_state(state, parents[rows]))
-        position = torch.zeros_like(tokens).index_put_((rows,), torch.arange(len(rows), device=rows.device))
-        return self.predictor.gather_state(new_state, position), self.joint.project_predictor(out)[position]
 
     def _left_by_blank(self, members: _Set, scored, leaves: torch.Tensor) -> _Set:
         """``members`` that take the blank where ``leaves [B, K]``, the others dropped (score -inf)."""

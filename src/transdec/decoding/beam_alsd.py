@@ -30,12 +30,11 @@ import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable, Hashable
 
 import torch
 
-from transdec.decoding.batched_hyps import BatchedHyps
-from transdec.decoding.beam_graves import Move, label_advance
+from transdec.decoding.beam_graves import Move, label_advance, logsumexp
 from transdec.decoding.inputs import checked_lengths
 from transdec.decoding.options import BeamOptions, option
 from transdec.decoding.registry import register_strategy
@@ -116,9 +115,7 @@ def beam_alsd(
     nbest_lists = [
         _search(model, scoring, encoder_out[b, :length], options, stats) for b, length in enumerate(lengths.tolist())
     ]
-    best = [hyps[0] for hyps in nbest_lists]
-    return DecodingResult(BatchedHyps.from_hypotheses(best, encoder_out.device, encoder_out.dtype), stats,
-                          nbest=nbest_lists)
+    return DecodingResult.from_nbest(nbest_lists, stats, encoder_out.device, encoder_out.dtype)
 
 
 def _search(model: DecodingModel, scoring: Scoring, frames: torch.Tensor, options: AlsdOptions,
@@ -127,7 +124,7 @@ def _search(model: DecodingModel, scoring: Scoring, frames: torch.Tensor, option
     num_frames = frames.shape[0]
     encoder_proj = joint.project_encoder(frames.unsqueeze(0))[0]  # [T, J]
     start = _Hyp(state=predictor.initial_state(1), scorer_state=scoring.initial_state(1, frames.device))
-    _feed(model, scoring, start, head.predictor_blank_id, stats, frames.device)
+    feed(model, scoring, start, head.predictor_blank_id, stats, frames.device)
     beam = [start]
     max_steps = None if options.max_length_ratio is None else num_frames + math.ceil(options.max_length_ratio * num_frames)
     step = 0
@@ -145,10 +142,12 @@ def _search(model: DecodingModel, scoring: Scoring, frames: torch.Tensor, option
         candidates.sort(key=lambda c: -c[0])  # stable: ties keep hypothesis, label, duration order
         kept = [_extend(model, scoring, hyp, emission, options, stats, frames.device)
                 for _, hyp, emission in candidates[: options.beam_size]]
-        beam = _merge(kept, options.merge, num_frames)
+        # Equal: the same tokens in the same state, the same frame and tokens there, or both finished.
+        beam = merge_equal(kept, options.merge, key=lambda h: (h.tokens, None, None) if h.time >= num_frames
+                           else (h.tokens, h.time, h.tokens_at_frame))
         step += 1
     finished = [h for h in beam if h.time >= num_frames] or beam
-    return [_hypothesis(h) for h in _ranked(finished, options.length_norm)[: options.nbest]]
+    return [_hypothesis(h) for h in best_first(finished, options.length_norm)[: options.nbest]]
 
 
 def _moves(head: HeadSpec, scored: LabelScores, beam_size: int, early: bool = False) -> list[Move]:
@@ -191,50 +190,43 @@ def _extend(model: DecodingModel, scoring: Scoring, hyp: _Hyp, emission: Move | 
         new.tokens_at_frame = hyp.tokens_at_frame + 1
         if options.max_symbols_per_frame is not None and new.tokens_at_frame >= options.max_symbols_per_frame:
             new.time, new.tokens_at_frame = hyp.time + 1, 0
-    _feed(model, scoring, new, emission.label, stats, device)
+    feed(model, scoring, new, emission.label, stats, device)
     return new
 
 
-def _feed(model: DecodingModel, scoring: Scoring, hyp: _Hyp, label: int, stats: DecodingStats,
-          device: torch.device) -> None:
-    """Advance ``hyp``'s predictor (and fusion state, for a token) by ``label``, in place."""
+def feed(model: DecodingModel, scoring: Scoring, hyp: Any, label: int, stats: DecodingStats,
+         device: torch.device) -> None:
+    """Advance a per-utterance hypothesis' predictor (``state``, ``predictor_proj [1, J]``) and, for a token, its
+    fusion state (``scorer_state``, ``context``) by ``label``, in place."""
     labels = torch.tensor([label], device=device)
     out, hyp.state = model.predictor.step(labels, hyp.state)
     hyp.predictor_proj = model.joint.project_predictor(out)
     stats.predictor_calls += 1
     if label != model.head.predictor_blank_id:
-        hyp.scorer_state = scoring.advance(hyp.scorer_state, labels, torch.ones(1, dtype=torch.bool, device=labels.device))
+        hyp.scorer_state = scoring.advance(hyp.scorer_state, labels, torch.ones(1, dtype=torch.bool, device=device))
     hyp.context = scoring.context(hyp.scorer_state)
 
 
-def _merge(beam: list[_Hyp], rule: str, num_frames: int) -> list[_Hyp]:
-    """One hypothesis per (tokens, state) group, the best first in beam order (see the module docstring)."""
+def merge_equal(hyps: list, rule: str, key: Callable[[Any], Hashable]) -> list:
+    """One hypothesis per group of equal ``key`` (``hyps`` best first): the first of each group, in order, with the
+    log of the group's summed probability (score and AM score) for ``"logsumexp"``; ``"none"`` keeps them all."""
     if rule == "none":
-        return beam
-    groups: dict[tuple, list[_Hyp]] = {}
-    for hyp in beam:
-        finished = hyp.time >= num_frames
-        key = (hyp.tokens, None, None) if finished else (hyp.tokens, hyp.time, hyp.tokens_at_frame)
-        groups.setdefault(key, []).append(hyp)
+        return hyps
+    groups: dict[Hashable, list] = {}
+    for hyp in hyps:
+        groups.setdefault(key(hyp), []).append(hyp)
     merged = []
     for group in groups.values():
-        best = group[0]  # beam order is best first
+        best = group[0]
         if rule == "logsumexp" and len(group) > 1:
-            best = dataclasses.replace(best, score=_logsumexp([h.score for h in group]),
-                                       am_score=_logsumexp([h.am_score for h in group]))
+            best = dataclasses.replace(best, score=logsumexp(h.score for h in group),
+                                       am_score=logsumexp(h.am_score for h in group))
         merged.append(best)
     return merged
 
 
-def _logsumexp(values: list[float]) -> float:
-    top = max(values)
-    if top == -math.inf:
-        return top
-    return top + math.log(sum(math.exp(v - top) for v in values))
-
-
-def _ranked(hyps: list[_Hyp], length_norm: bool) -> list[_Hyp]:
-    """Best first: by score, or by score per token (ties: beam order)."""
+def best_first(hyps: list, length_norm: bool = False) -> list:
+    """By score, or by score per token with ``length_norm``, best first (ties keep their order)."""
     if length_norm:
         return sorted(hyps, key=lambda h: -h.score / max(len(h.tokens), 1))
     return sorted(hyps, key=lambda h: -h.score)

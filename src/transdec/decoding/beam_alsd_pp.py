@@ -22,8 +22,7 @@ from collections.abc import Sequence
 
 import torch
 
-from transdec.decoding.batched_hyps import BatchedHyps
-from transdec.decoding.beam_hyps import BatchedBeamHyps
+from transdec.decoding.beam_hyps import BatchedBeamHyps, step_rows
 from transdec.decoding.emissions import lookup_tables
 from transdec.decoding.inputs import checked_lengths
 from transdec.decoding.beam_alsd import AlsdPlusPlusOptions
@@ -57,9 +56,7 @@ def beam_alsd_pp(
     while search.step():
         pass
     nbest_lists = search.nbest()
-    best = [hyps[0] for hyps in nbest_lists]
-    return DecodingResult(BatchedHyps.from_hypotheses(best, encoder_out.device, encoder_out.dtype), search.stats,
-                          nbest=nbest_lists)
+    return DecodingResult.from_nbest(nbest_lists, search.stats, encoder_out.device, encoder_out.dtype)
 
 
 class _AlsdSearch:
@@ -179,16 +176,8 @@ class _AlsdSearch:
         if not bool(tokens.any()):
             self.context = self.scoring.context(self.scorer_state)
             return
-        if tokens.device.type == "cpu":
-            # On a CPU the predictor's arithmetic dominates: run it on the emitting rows only (about a third)
-            # and spread their results back with gathers, the protocol's only way to move states between rows.
-            rows = tokens.nonzero().squeeze(1)
-            out, new_state = self.predictor.step(labels[rows], self.predictor.gather_state(self.state, rows))
-            position = torch.zeros_like(labels).index_put_((rows,), torch.arange(len(rows), device=rows.device))
-            new_state, projected = self.predictor.gather_state(new_state, position), self.joint.project_predictor(out)[position]
-        else:  # on a GPU the whole beam in one call costs about as much and needs no host sync
-            out, new_state = self.predictor.step(torch.where(tokens, labels, self.head.predictor_blank_id), self.state)
-            projected = self.joint.project_predictor(out)
+        new_state, projected = step_rows(self.predictor, self.joint, labels, self.state, tokens,
+                                         self.head.predictor_blank_id)
         self.stats.predictor_calls += 1
         self.state = self.predictor.select_state(tokens, new_state, self.state)
         self.predictor_proj = torch.where(tokens.unsqueeze(1), projected, self.predictor_proj)

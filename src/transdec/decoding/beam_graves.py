@@ -61,7 +61,6 @@ from typing import Any, NamedTuple
 
 import torch
 
-from transdec.decoding.batched_hyps import BatchedHyps
 from transdec.decoding.inputs import checked_lengths
 from transdec.decoding.options import BeamOptions
 from transdec.decoding.registry import register_strategy
@@ -132,14 +131,17 @@ def combine(a: PathSum | None, b: PathSum, rule: str) -> PathSum:
     if rule == "max":
         return a if a.score >= b.score else b
     best = a if a.best_score >= b.best_score else b
-    return PathSum(_logaddexp(a.score, b.score), _logaddexp(a.am_score, b.am_score), best.best_score, best.alignment)
+    return PathSum(logsumexp((a.score, b.score)), logsumexp((a.am_score, b.am_score)), best.best_score,
+                   best.alignment)
 
 
-def _logaddexp(x: float, y: float) -> float:
-    top = max(x, y)
+def logsumexp(values: Iterable[float]) -> float:
+    """``ln(sum(exp(v)))`` of log-probabilities, -inf for none possible."""
+    values = list(values)
+    top = max(values)
     if top == -math.inf:
         return top
-    return top + math.log(math.exp(x - top) + math.exp(y - top))
+    return top + math.log(sum(math.exp(v - top) for v in values))
 
 
 #: An entry of the current frame: its paths by the number of tokens they emitted at this frame (None: no path).
@@ -409,9 +411,7 @@ def beam_graves(
     nbest_lists = [_search(FrameSearch(model, scoring, encoder_out[b, :length], max_symbols_per_frame, merge, stats),
                            options)
                    for b, length in enumerate(lengths.tolist())]
-    best = [hyps[0] for hyps in nbest_lists]
-    return DecodingResult(BatchedHyps.from_hypotheses(best, encoder_out.device, encoder_out.dtype), stats,
-                          nbest=nbest_lists)
+    return DecodingResult.from_nbest(nbest_lists, stats, encoder_out.device, encoder_out.dtype)
 
 
 def _search(search: FrameSearch, options: GravesOptions) -> list[Hypothesis]:

@@ -9,6 +9,8 @@ Memory grows with the number of steps, one node per hypothesis per step, not wit
 
 The hash of a token sequence ``y`` is ``H(y + [k]) = (H(y) * P + k + 1) mod M`` with primes ``P`` and ``M``
 chosen so that the product fits in int64; hypotheses are the same tokens when hash, length and last token agree.
+
+:func:`step_rows` feeds the predictor the tokens of the hypotheses that emitted one, as the batched searches need.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import numpy as np
 import torch
 
 from transdec.decoding.results import Hypothesis
+from transdec.protocol import Joint, Predictor, PredictorState
 
 HASH_BASE = 1_000_003
 HASH_MODULUS = 1_000_000_000_039  # prime; HASH_MODULUS * HASH_BASE < 2**63
@@ -109,3 +112,21 @@ class BatchedBeamHyps:
         for name in ("node_tokens", "node_parents", "node_times", "node_durations", "node_logprobs"):
             buffer = getattr(self, name)
             setattr(self, name, torch.cat([buffer, torch.zeros_like(buffer)], dim=2))
+
+
+def step_rows(predictor: Predictor, joint: Joint, labels: torch.Tensor, state: PredictorState, mask: torch.Tensor,
+              fill_label: int) -> tuple[PredictorState, torch.Tensor]:
+    """``(state, projection [N, J])`` after the rows where ``mask [N]`` read ``labels [N]``; the other rows hold
+    anything (callers select or drop them). ``fill_label`` is a valid predictor input for rows without a label.
+
+    On a CPU the predictor's arithmetic dominates and often few rows have a label: the predictor runs on those rows
+    only and the results are spread back with a gather, the protocol's only way to move states between rows. On a
+    GPU one call on every row costs about as much and needs no host sync.
+    """
+    if mask.device.type != "cpu":
+        out, new_state = predictor.step(torch.where(mask, labels, fill_label), state)
+        return new_state, joint.project_predictor(out)
+    rows = mask.nonzero().squeeze(1)
+    out, new_state = predictor.step(labels[rows], predictor.gather_state(state, rows))
+    position = torch.zeros_like(labels).index_put_((rows,), torch.arange(len(rows), device=rows.device))
+    return predictor.gather_state(new_state, position), joint.project_predictor(out)[position]

@@ -48,10 +48,9 @@ from dataclasses import dataclass
 
 import torch
 
-from transdec.decoding.batched_hyps import BatchedHyps
 from transdec.decoding.beam_graves import Buckets, FrameSearch, Move, Tokens, check_summing_merge, summing_merge_option
 from transdec.decoding.inputs import checked_lengths
-from transdec.decoding.options import BeamOptions, option
+from transdec.decoding.options import ExpansionOptions
 from transdec.decoding.registry import register_strategy
 from transdec.decoding.results import DecodingResult, DecodingStats, Hypothesis
 from transdec.decoding.scoring import Fusion, Scoring
@@ -59,26 +58,15 @@ from transdec.protocol import DecodingModel
 
 
 @dataclass(frozen=True)
-class MaesOptions(BeamOptions):
+class MaesOptions(ExpansionOptions):
     """Options of mAES. ``merge`` is ``"logsumexp"`` (the paper's recombination, the default) or ``"max"`` (the best
     path to each sequence); ``"none"`` is a ValueError."""
 
     merge: str = summing_merge_option()
-    expansion_beta: int = option(2, "mAES: candidates per hypothesis and step beyond beam_size")
-    expansion_gamma: float = option(2.3, "mAES: drop a hypothesis' candidates scoring more than this below its best "
-                                         "one (log-prob; inf keeps them all)")
-    num_steps: int = option(2, "mAES: expansion steps per frame")
 
     def __post_init__(self) -> None:
         check_summing_merge(self.merge, "beam_maes")
         super().__post_init__()
-        if isinstance(self.expansion_beta, bool) or not isinstance(self.expansion_beta, int) or self.expansion_beta < 0:
-            raise ValueError(f"expansion_beta must be a non-negative integer, got {self.expansion_beta!r}")
-        if (isinstance(self.expansion_gamma, bool) or not isinstance(self.expansion_gamma, (int, float))
-                or not self.expansion_gamma >= 0):  # NaN fails this too
-            raise ValueError(f"expansion_gamma must be a non-negative number, got {self.expansion_gamma!r}")
-        if isinstance(self.num_steps, bool) or not isinstance(self.num_steps, int) or self.num_steps < 1:
-            raise ValueError(f"num_steps must be a positive integer, got {self.num_steps!r}")
 
 
 @register_strategy("beam_maes", MaesOptions,
@@ -111,9 +99,7 @@ def beam_maes(
     nbest_lists = [_search(FrameSearch(model, scoring, encoder_out[b, :length], max_symbols_per_frame, merge, stats),
                            options)
                    for b, length in enumerate(lengths.tolist())]
-    best = [hyps[0] for hyps in nbest_lists]
-    return DecodingResult(BatchedHyps.from_hypotheses(best, encoder_out.device, encoder_out.dtype), stats,
-                          nbest=nbest_lists)
+    return DecodingResult.from_nbest(nbest_lists, stats, encoder_out.device, encoder_out.dtype)
 
 
 def _search(search: FrameSearch, options: MaesOptions) -> list[Hypothesis]:

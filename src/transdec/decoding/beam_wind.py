@@ -24,14 +24,13 @@ refused (use ``beam_alsd_pp``).
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from transdec.decoding.batched_hyps import BatchedHyps
+from transdec.decoding.beam_alsd import best_first, feed, merge_equal
 from transdec.decoding.inputs import check_window_size, checked_lengths
 from transdec.decoding.options import WINDOW_HELP, BeamOptions, option
 from transdec.decoding.registry import register_strategy
@@ -60,7 +59,7 @@ class _Hyp:
     tokens_at_frame: int = 0
     score: float = 0.0
     am_score: float = 0.0
-    predictor_proj: torch.Tensor | None = None  # [J], after every token but ``pending``
+    predictor_proj: torch.Tensor | None = None  # [1, J], after every token but ``pending``
     pending: int | None = None  # the last token, fed to the predictor only if the hypothesis survives pruning
     state: Any = None
     scorer_state: Any = None
@@ -93,9 +92,7 @@ def beam_wind(
     stats = DecodingStats()
     nbest_lists = [_search(model, scoring, encoder_out[b, :length], options, stats)
                    for b, length in enumerate(lengths.tolist())]
-    best = [hyps[0] for hyps in nbest_lists]
-    return DecodingResult(BatchedHyps.from_hypotheses(best, encoder_out.device, encoder_out.dtype), stats,
-                          nbest=nbest_lists)
+    return DecodingResult.from_nbest(nbest_lists, stats, encoder_out.device, encoder_out.dtype)
 
 
 def _search(model: DecodingModel, scoring: Scoring, frames: torch.Tensor, options: WindBeamOptions,
@@ -104,7 +101,7 @@ def _search(model: DecodingModel, scoring: Scoring, frames: torch.Tensor, option
     num_frames, device = frames.shape[0], frames.device
     encoder_proj = joint.project_encoder(frames.unsqueeze(0))[0]  # [T, J]
     start = _Hyp(state=model.predictor.initial_state(1), scorer_state=scoring.initial_state(1, device))
-    _feed(model, scoring, start, head.predictor_blank_id, stats, device)
+    feed(model, scoring, start, head.predictor_blank_id, stats, device)
     waiting: dict[int, list[_Hyp]] = {0: [start]}
     finished: list[_Hyp] = []
     while waiting:
@@ -112,14 +109,15 @@ def _search(model: DecodingModel, scoring: Scoring, frames: torch.Tensor, option
         if t >= num_frames:
             finished.extend(h for frame in list(waiting) for h in waiting.pop(frame))
             break
-        hyps = _best_first(_merge(_best_first(waiting.pop(t)), options.merge, finished=False))
+        hyps = best_first(merge_equal(best_first(waiting.pop(t)), options.merge,
+                                      key=lambda h: (h.tokens, h.tokens_at_frame)))
         for hyp in hyps[: options.beam_size]:
             if hyp.pending is not None:
-                _feed(model, scoring, hyp, hyp.pending, stats, device)
+                feed(model, scoring, hyp, hyp.pending, stats, device)
                 hyp.pending = None
             for new in _expand(model, scoring, encoder_proj, hyp, options, stats):
                 waiting.setdefault(new.time, []).append(new)
-    ranked = _best_first(_merge(_best_first(finished), options.merge, finished=True), options.length_norm)
+    ranked = best_first(merge_equal(best_first(finished), options.merge, key=lambda h: h.tokens), options.length_norm)
     return [Hypothesis(list(h.tokens), list(h.timestamps), [0] * len(h.tokens), list(h.token_logprobs), h.score,
                        h.am_score) for h in ranked[: options.nbest]]
 
@@ -155,45 +153,3 @@ def _expand(model: DecodingModel, scoring: Scoring, encoder_proj: torch.Tensor, 
         new.pending = token
         expansions.append(new)
     return expansions
-
-
-def _feed(model: DecodingModel, scoring: Scoring, hyp: _Hyp, label: int, stats: DecodingStats,
-          device: torch.device) -> None:
-    """Advance ``hyp``'s predictor (and fusion state, for a token) by ``label``, in place."""
-    labels = torch.tensor([label], device=device)
-    out, hyp.state = model.predictor.step(labels, hyp.state)
-    hyp.predictor_proj = model.joint.project_predictor(out)[0]
-    stats.predictor_calls += 1
-    if label != model.head.predictor_blank_id:
-        hyp.scorer_state = scoring.advance(hyp.scorer_state, labels, torch.ones(1, dtype=torch.bool, device=device))
-    hyp.context = scoring.context(hyp.scorer_state)
-
-
-def _best_first(hyps: list[_Hyp], length_norm: bool = False) -> list[_Hyp]:
-    """By score (per token with ``length_norm``), best first; ties keep their order."""
-    if length_norm:
-        return sorted(hyps, key=lambda h: -h.score / max(len(h.tokens), 1))
-    return sorted(hyps, key=lambda h: -h.score)
-
-
-def _merge(hyps: list[_Hyp], rule: str, finished: bool) -> list[_Hyp]:
-    """One hypothesis per group of equal ones (``hyps`` best first), the best of each group first."""
-    if rule == "none":
-        return hyps
-    groups: dict[tuple, list[_Hyp]] = {}
-    for hyp in hyps:
-        key = hyp.tokens if finished else (hyp.tokens, hyp.tokens_at_frame)
-        groups.setdefault(key, []).append(hyp)
-    merged = []
-    for group in groups.values():
-        best = group[0]
-        if rule == "logsumexp" and len(group) > 1:
-            best = dataclasses.replace(best, score=_logsumexp([h.score for h in group]),
-                                       am_score=_logsumexp([h.am_score for h in group]))
-        merged.append(best)
-    return merged
-
-
-def _logsumexp(values: list[float]) -> float:
-    top = max(values)
-    return top if top == -math.inf else top + math.log(sum(math.exp(v - top) for v in values))

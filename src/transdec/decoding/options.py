@@ -84,3 +84,23 @@ class BeamOptions(GreedyOptions):
             raise ValueError(f"nbest must lie in [1, beam_size={self.beam_size}], got {self.nbest!r}")
         if self.merge not in MERGE_RULES:
             raise ValueError(f"merge must be one of {MERGE_RULES}, got {self.merge!r}")
+
+
+@dataclass(frozen=True)
+class ExpansionOptions(BeamOptions):
+    """Beam options with mAES's adaptive expansion (mAES and AES++)."""
+
+    expansion_beta: int = option(2, "mAES / AES++: candidates per hypothesis and step beyond beam_size")
+    expansion_gamma: float = option(2.3, "mAES / AES++: drop a hypothesis' candidates scoring more than this below "
+                                         "its best one (log-prob; inf keeps them all)")
+    num_steps: int = option(2, "mAES / AES++: expansion steps per frame")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if isinstance(self.expansion_beta, bool) or not isinstance(self.expansion_beta, int) or self.expansion_beta < 0:
+            raise ValueError(f"expansion_beta must be a non-negative integer, got {self.expansion_beta!r}")
+        if (isinstance(self.expansion_gamma, bool) or not isinstance(self.expansion_gamma, (int, float))
+                or not self.expansion_gamma >= 0):  # NaN fails this too
+            raise ValueError(f"expansion_gamma must be a non-negative number, got {self.expansion_gamma!r}")
+        if isinstance(self.num_steps, bool) or not isinstance(self.num_steps, int) or self.num_steps < 1:
+            raise ValueError(f"num_steps must be a positive integer, got {self.num_steps!r}")

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    import torch
+
     from transdec.decoding.batched_hyps import BatchedHyps
 
 
@@ -70,6 +72,15 @@ class DecodingResult:
     stats: DecodingStats
     exact: bool = True
     nbest: list[list[Hypothesis]] | None = None
+
+    @classmethod
+    def from_nbest(cls, nbest: list[list[Hypothesis]], stats: DecodingStats, device: torch.device,
+                   float_dtype: torch.dtype) -> DecodingResult:
+        """A beam search's result from each utterance's n-best list (best first, never empty)."""
+        from transdec.decoding.batched_hyps import BatchedHyps  # here: batched_hyps imports this module
+
+        best = [hyps[0] for hyps in nbest]
+        return cls(BatchedHyps.from_hypotheses(best, device, float_dtype), stats, nbest=nbest)
 
     def hypotheses(self) -> list[Hypothesis]:
         """The best hypothesis of each utterance, as Python lists."""
