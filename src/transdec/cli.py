@@ -210,6 +210,33 @@ def _add_evaluate_parser(subparsers: argparse._SubParsersAction) -> None:
     add_decoding_arguments(p, default="greedy_label,greedy_frame", several=True)
 
 
+def _add_lm_parser(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("lm", help="build token-level n-gram LMs for a model",
+                              description="N-gram language models over a model's tokens (docs/lm.md).")
+    commands = p.add_subparsers(dest="lm_command", required=True, metavar="{build}")
+    build = commands.add_parser(
+        "build", help="estimate an ARPA LM from text, tokenized with the model's tokenizer",
+        description="Tokenize each non-blank line of a UTF-8 text with the model's tokenizer (normalise the text "
+                    "as the model's transcripts are first) and estimate an interpolated modified Kneser-Ney LM "
+                    "over the tokens (NeMo's convention: token i written as chr(i + 100)), with KenLM's lmplz "
+                    "when it is found (recipes/build_lmplz.sh builds it), else with the built-in estimator, which "
+                    "gives the same probabilities.")
+    build.add_argument("--text", required=True, help="the corpus: one sentence per line")
+    build.add_argument("--model", required=True, help="bundled model name or model file whose tokens the LM predicts")
+    build.add_argument("--order", type=int, default=4, help="n-gram order, 1-6 (default %(default)s)")
+    build.add_argument("-o", "--output", required=True, metavar="ARPA", help="the ARPA file to write")
+    build.add_argument("--estimator", choices=["auto", "lmplz", "builtin"], default="auto",
+                       help="auto (default): lmplz when found, else the built-in estimator")
+    build.add_argument("--lmplz", default=None, metavar="PATH", help="the lmplz executable (default: lmplz on PATH)")
+    build.add_argument("--lmplz-memory", default="1G", metavar="SIZE",
+                       help="lmplz's sorting memory (its -S: e.g. 1G or 20%%; default %(default)s)")
+    build.add_argument("--no-discount-fallback", action="store_true",
+                       help="fail where a tiny or repetitive text gives no usable Kneser-Ney discounts for an order "
+                            "(default: use 0.5, 1, 1.5 there, as lmplz --discount_fallback)")
+    build.add_argument("--compile", default=None, metavar="PT",
+                       help="also write the compiled form (.pt) that --lm loads faster")
+
+
 def _model_config(args: argparse.Namespace) -> ModelConfig:
     head = HeadSpec(args.head, args.vocab_size,
                     durations=args.durations if args.head == "tdt" else (),
@@ -349,6 +376,25 @@ def _evaluate(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def _lm(args: argparse.Namespace) -> int:
+    from transdec.lm.build import LMBuildError, build_lm
+    from transdec.lm.kneser_ney import MAX_ORDER
+    from transdec.model.checkpoint import load_model
+
+    try:
+        if not 1 <= args.order <= MAX_ORDER:  # checked before the model loads
+            raise LMBuildError(f"--order {args.order}: the order must be 1 .. {MAX_ORDER}")
+        tokenizer = load_model(args.model).tokenizer
+        report = build_lm(args.text, tokenizer, args.order, args.output, estimator=args.estimator, lmplz=args.lmplz,
+                          discount_fallback=not args.no_discount_fallback, lmplz_memory=args.lmplz_memory,
+                          compile_to=args.compile)
+    except (FileNotFoundError, ValueError) as error:  # LMBuildError is a ValueError
+        print(f"transdec lm build: error: {error}", file=sys.stderr)
+        return 2
+    print(report.summary())
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = _Parser(prog="transdec", description="Fast, exact Transducer speech recognition.")
     parser.add_argument("--version", action="version", version=f"transdec {__version__}")
@@ -357,13 +403,14 @@ def main(argv: list[str] | None = None) -> int:
     _add_average_parser(subparsers)
     _add_transcribe_parser(subparsers)
     _add_evaluate_parser(subparsers)
+    _add_lm_parser(subparsers)
     args = parser.parse_args(argv)
     if args.command is None:  # bare `transdec`: what it can do, as argparse answers a missing argument (exit 2)
         parser.print_help(sys.stderr)
         return 2
     # Training trades some memory for 1.3x faster steps; batch transcription keeps glibc's defaults.
     configure_malloc("keep" if args.command == "train" else "default")
-    commands = {"train": _train, "average": _average, "transcribe": _transcribe, "evaluate": _evaluate}
+    commands = {"train": _train, "average": _average, "transcribe": _transcribe, "evaluate": _evaluate, "lm": _lm}
     try:
         return commands[args.command](args) or 0
     except KeyboardInterrupt:
