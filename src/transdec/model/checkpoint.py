@@ -68,8 +68,15 @@ def read_checkpoint(path: str | os.PathLike[str]) -> dict[str, Any]:
 
 def load_model(name_or_path: str | os.PathLike[str], device: str | torch.device = "cpu",
                dtype: torch.dtype = torch.float32) -> TransducerModel:
-    """Load a bundled model by name (``"tiny-en-rnnt"``, ...) or any model file by path, in eval mode."""
+    """Load a bundled model by name (``"tiny-en-rnnt"``, ...) or any model file by path, in eval mode.
+
+    A path ending in ``.nemo`` is a NeMo checkpoint, loaded by :func:`transdec.adapters.nemo.load_nemo`.
+    """
     name = str(name_or_path)
+    if name.endswith(".nemo"):  # a NeMo checkpoint: the adapter (and its YAML library) load only when needed
+        from transdec.adapters.nemo import load_nemo
+
+        return load_nemo(name, device=device, dtype=dtype)
     path = bundled_model_path(name) if name in BUNDLED_MODELS else Path(name)
     if path.is_dir():
         raise ValueError(f"{path}: is a directory; expected a transdec model file or a bundled model name "

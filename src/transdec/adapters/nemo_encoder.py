@@ -1,0 +1,441 @@
+"""NeMo's Conformer encoder (``ConformerEncoder``: FastConformer and classic Conformer), reimplemented.
+
+Parameter names follow NeMo's state dict under ``encoder.``, so a checkpoint's weights load without renaming.
+What it computes, in NeMo's order:
+
+* subsampling (``pre_encode``): ``dw_striding`` (FastConformer: a 3x3 stride-2 convolution, then depthwise 3x3 +
+  pointwise 1x1 stages) or ``striding`` (every stage a full 3x3 stride-2 convolution), ReLU after each stage,
+  frames past each length zeroed before every layer, then a linear map of (channels x frequency) to ``d_model``;
+* x-scaling by ``sqrt(d_model)`` when configured, and Transformer-XL sinusoidal relative positions;
+* per block: half-step feed-forward, relative-position multi-head attention with u/v biases, the convolution
+  module (pointwise, GLU, padded frames zeroed, depthwise, batch norm or layer norm, Swish, pointwise),
+  half-step feed-forward, layer norm.
+
+Attention is full (``rel_pos``), limited to ``[left, right]`` frames (``att_context_size``, regular style), or
+NeMo's sliding-window local attention (``rel_pos_local_attn``). NeMo computes the latter with overlapping
+chunks; here it is attention over each block of queries and the keys their windows reach, with NeMo's positions:
+the same numbers up to float rounding, in memory linear in the length. Long inputs are subsampled in chunks for
+the same reason (:class:`NemoSubsampling`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+#: NeMo's "infinity": masked attention scores are set to minus this, and it is the base of the sinusoid periods.
+_INF = 10000.0
+
+
+@dataclass
+class NemoEncoderConfig:
+    """The supported subset of NeMo's ``ConformerEncoder`` settings (see :meth:`from_nemo`)."""
+
+    feat_in: int
+    n_layers: int
+    d_model: int
+    n_heads: int = 4
+    ff_expansion_factor: int = 4
+    subsampling: str = "striding"
+    subsampling_factor: int = 4
+    subsampling_conv_channels: int = -1
+    self_attention_model: str = "rel_pos"
+    att_context_size: tuple[int, int] = (-1, -1)
+    xscaling: bool = True
+    untie_biases: bool = True
+    conv_kernel_size: int = 31
+    conv_norm_type: str = "batch_norm"
+    conv_context_size: tuple[int, int] | None = None
+    use_bias: bool = True
+    feat_out: int = -1
+
+    def __post_init__(self) -> None:
+        if self.subsampling_conv_channels == -1:
+            self.subsampling_conv_channels = self.d_model
+        if self.conv_context_size is None:
+            half = (self.conv_kernel_size - 1) // 2
+            self.conv_context_size = (half, half)
+
+    @classmethod
+    def from_nemo(cls, config: dict[str, Any]) -> NemoEncoderConfig:
+        """From the ``encoder`` section of a NeMo config; unsupported settings raise ``ValueError`` naming the key."""
+        target = str(config.get("_target_", ""))
+        if not target.endswith(("ConformerEncoder", "ConformerEncoderAdapter")):
+            raise ValueError(f"encoder._target_={target!r} is not supported (only NeMo's ConformerEncoder)")
+
+        def unsupported(key: str, allowed: str) -> ValueError:
+            return ValueError(f"encoder.{key}={config.get(key)!r} is not supported ({allowed})")
+
+        subsampling = config.get("subsampling", "striding")
+        if subsampling not in ("dw_striding", "striding"):
+            raise unsupported("subsampling", "dw_striding or striding")
+        factor = int(config.get("subsampling_factor", 4))
+        if factor < 2 or factor & (factor - 1):
+            raise unsupported("subsampling_factor", "a power of two")
+        if config.get("causal_downsampling"):
+            raise unsupported("causal_downsampling", "false")
+        attention = config.get("self_attention_model", "rel_pos")
+        if attention not in ("rel_pos", "rel_pos_local_attn"):
+            raise unsupported("self_attention_model", "rel_pos or rel_pos_local_attn")
+        style = config.get("att_context_style", "regular")
+        context = config.get("att_context_size") or [-1, -1]
+        if context and isinstance(context[0], (list, tuple)):
+            context = context[0]  # several contexts (multi-context training): NeMo infers with the first
+        if len(context) != 2:
+            raise unsupported("att_context_size", "[left, right]")
+        if style != "regular" and not (style == "chunked_limited" and int(context[1]) < 0):
+            raise unsupported("att_context_style", "regular")
+        if attention == "rel_pos_local_attn" and max(context) <= 0:
+            raise unsupported("att_context_size", "local attention needs a positive context")
+        if int(config.get("global_tokens", 0) or 0):
+            raise unsupported("global_tokens", "0")
+        norm = config.get("conv_norm_type", "batch_norm")
+        if norm not in ("batch_norm", "layer_norm"):
+            raise unsupported("conv_norm_type", "batch_norm or layer_norm")
+        conv_context = config.get("conv_context_size")
+        kernel = int(config.get("conv_kernel_size", 31))
+        if conv_context == "causal":
+            conv_context = (kernel - 1, 0)
+        elif conv_context is not None:
+            conv_context = tuple(int(c) for c in conv_context)
+        if config.get("reduction") and int(config.get("reduction_factor", 1) or 1) > 1:
+            raise unsupported("reduction", "none")
+        return cls(feat_in=int(config["feat_in"]), n_layers=int(config["n_layers"]), d_model=int(config["d_model"]),
+                   n_heads=int(config.get("n_heads", 4)), ff_expansion_factor=int(config.get("ff_expansion_factor", 4)),
+                   subsampling=subsampling, subsampling_factor=factor,
+                   subsampling_conv_channels=int(config.get("subsampling_conv_channels", -1)),
+                   self_attention_model=attention, att_context_size=(int(context[0]), int(context[1])),
+                   xscaling=bool(config.get("xscaling", True)), untie_biases=bool(config.get("untie_biases", True)),
+                   conv_kernel_size=kernel, conv_norm_type=norm, conv_context_size=conv_context,
+                   use_bias=bool(config.get("use_bias", True)), feat_out=int(config.get("feat_out", -1)))
+
+
+class NemoSubsampling(nn.Module):
+    """``pre_encode``: ``[B, T, F]`` features -> ``[B, T', d_model]``, with ``T'`` by NeMo's length formula.
+
+    ``conv`` holds NeMo's layer sequence (indices as in its state dict: ReLUs have no weights but count).
+    """
+
+    def __init__(self, config: NemoEncoderConfig) -> None:
+        super().__init__()
+        channels, stages = config.subsampling_conv_channels, int(math.log2(config.subsampling_factor))
+        layers: list[nn.Module] = [nn.Conv2d(1, channels, 3, stride=2, padding=1), nn.ReLU()]
+        for _ in range(stages - 1):
+            if config.subsampling == "dw_striding":
+                layers += [nn.Conv2d(channels, channels, 3, stride=2, padding=1, groups=channels),
+                           nn.Conv2d(channels, channels, 1), nn.ReLU()]
+            else:
+                layers += [nn.Conv2d(channels, channels, 3, stride=2, padding=1), nn.ReLU()]
+        self.conv = nn.Sequential(*layers)
+        frequencies = config.feat_in
+        for _ in range(stages):
+            frequencies = (frequencies - 1) // 2 + 1
+        self.out = nn.Linear(channels * frequencies, config.d_model)
+        self.factor = config.subsampling_factor
+        #: Feature frames subsampled at once (None: all); see :meth:`forward`.
+        self.chunk_frames: int | None = 4096
+
+    def forward(self, features: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
+        """Longer inputs than :attr:`chunk_frames` are subsampled a chunk at a time (with ``factor`` frames of
+        context each side, which covers the receptive field of the stride-2 stages, and chunks starting at
+        multiples of ``factor`` so that their strided grids are the global one): the same frames, with the
+        first convolution's output (``channels x T/2 x F/2`` values) bounded by the chunk size."""
+        lengths = lengths.long()
+        frames = features.shape[1]
+        if self.chunk_frames is None or frames <= self.chunk_frames:
+            return self._convolve(features, lengths)
+        factor = self.factor
+        chunk = max(factor, self.chunk_frames // factor * factor)
+        pieces = []
+        for start in range(0, frames, chunk):
+            first, last = max(0, start - factor), min(frames, start + chunk + factor)
+            # Lengths relative to the chunk's first frame: the masks are the global ones, cut to the chunk.
+            encoded, _ = self._convolve(features[:, first:last], lengths - first)
+            skip = (start - first) // factor
+            pieces.append(encoded[:, skip : skip + -(-(min(start + chunk, frames) - start) // factor)])
+        return torch.cat(pieces, dim=1), self._output_lengths(lengths)
+
+    def _convolve(self, features: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
+        x = features.unsqueeze(1)  # [B, 1, T, F]
+        for layer in self.conv:
+            # NeMo zeroes the frames past each length before every layer, so padding never leaks into the valid
+            # frames through the 3x3 kernels: an utterance's output does not depend on its batch.
+            x = x * _frame_mask(lengths, x.shape[2]).to(x.dtype)[:, None, :, None]
+            x = layer(x)
+            if isinstance(layer, nn.Conv2d) and layer.stride[0] != 1:
+                lengths = torch.div(lengths + 2 * layer.padding[0] - layer.kernel_size[0], layer.stride[0],
+                                    rounding_mode="floor") + 1
+        x = x * _frame_mask(lengths, x.shape[2]).to(x.dtype)[:, None, :, None]
+        batch, channels, frames, freqs = x.shape
+        return self.out(x.transpose(1, 2).reshape(batch, frames, channels * freqs)), lengths
+
+    def _output_lengths(self, lengths: Tensor) -> Tensor:
+        for _ in range(int(math.log2(self.factor))):
+            lengths = torch.div(lengths - 1, 2, rounding_mode="floor") + 1
+        return lengths
+
+
+def _frame_mask(lengths: Tensor, frames: int) -> Tensor:
+    """``[B, frames]``: True at valid frames."""
+    return torch.arange(frames, device=lengths.device)[None, :] < lengths[:, None]
+
+
+def relative_positions(length: int, d_model: int, dtype: torch.dtype, device: torch.device,
+                       first: int | None = None, last: int | None = None) -> Tensor:
+    """Sinusoidal embeddings ``[1, P, d_model]`` of relative positions ``first, first - 1, ..., last`` (default
+    ``length - 1`` down to ``-(length - 1)``), computed as NeMo computes them (float32, then cast)."""
+    first = length - 1 if first is None else first
+    last = -(length - 1) if last is None else last
+    positions = torch.arange(first, last - 1, -1, dtype=torch.float32, device=device).unsqueeze(1)
+    div = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32, device=device) * -(math.log(_INF) / d_model))
+    table = torch.zeros(positions.shape[0], d_model, device=device)
+    table[:, 0::2] = torch.sin(positions * div)
+    table[:, 1::2] = torch.cos(positions * div)
+    return table.unsqueeze(0).to(dtype)
+
+
+class RelPositionAttention(nn.Module):
+    """Multi-head self-attention with Transformer-XL relative positions and the u/v biases (``self_attn``).
+
+    Scores ``(q + u)·k + (q + v)·P(i - j)``, divided by ``sqrt(d_k)``; masked scores are set to ``-10000`` and
+    their probabilities to zero afterwards, as in NeMo. Which keys a query sees, and the positional term, come
+    from ``pattern`` (:class:`FullAttention` or :class:`LocalAttention`), shared by the layers.
+    """
+
+    def __init__(self, d_model: int, n_heads: int, use_bias: bool = True) -> None:
+        super().__init__()
+        self.h, self.d_k = n_heads, d_model // n_heads
+        self.linear_q = nn.Linear(d_model, d_model, bias=use_bias)
+        self.linear_k = nn.Linear(d_model, d_model, bias=use_bias)
+        self.linear_v = nn.Linear(d_model, d_model, bias=use_bias)
+        self.linear_out = nn.Linear(d_model, d_model, bias=use_bias)
+        self.linear_pos = nn.Linear(d_model, d_model, bias=False)
+        self.pos_bias_u = nn.Parameter(torch.zeros(n_heads, self.d_k))
+        self.pos_bias_v = nn.Parameter(torch.zeros(n_heads, self.d_k))
+
+    def forward(self, x: Tensor, pattern: FullAttention | LocalAttention) -> Tensor:
+        """``x [B, T, D]`` -> ``[B, T, D]``."""
+        batch, frames, _ = x.shape
+        q = self.linear_q(x).view(batch, frames, self.h, self.d_k)
+        k = self.linear_k(x).view(batch, frames, self.h, self.d_k).transpose(1, 2)
+        v = self.linear_v(x).view(batch, frames, self.h, self.d_k).transpose(1, 2)
+        q_u = (q + self.pos_bias_u).transpose(1, 2)  # [B, H, T, d_k]
+        q_v = (q + self.pos_bias_v).transpose(1, 2)
+        p = self.linear_pos(pattern.embeddings).view(1, -1, self.h, self.d_k).transpose(1, 2)  # [1, H, P, d_k]
+        out = pattern.attend(q_u, q_v, k, v, p)  # [B, H, T, d_k]
+        return self.linear_out(out.transpose(1, 2).reshape(batch, frames, self.h * self.d_k))
+
+
+def _masked_softmax_average(scores: Tensor, allowed: Tensor, values: Tensor, scale: float) -> Tensor:
+    """NeMo's masked attention: ``softmax(scores / scale)`` with disallowed scores at ``-10000`` and their
+    probabilities zeroed afterwards, applied to ``values``. ``allowed`` broadcasts to ``scores``."""
+    masked = ~allowed
+    attn = torch.softmax((scores / scale).masked_fill(masked, -_INF), dim=-1).masked_fill(masked, 0.0)
+    return torch.matmul(attn, values)
+
+
+class FullAttention:
+    """Every valid frame sees every valid frame, optionally within ``[left, right]`` frames (regular style).
+
+    Positional term: NeMo's embeddings of positions ``T - 1 .. -(T - 1)`` and its "relative shift".
+    """
+
+    def __init__(self, valid: Tensor, d_model: int, dtype: torch.dtype, context: tuple[int, int] = (-1, -1)) -> None:
+        frames = valid.shape[1]
+        self.embeddings = relative_positions(frames, d_model, dtype, valid.device)
+        allowed = valid[:, None, :] & valid[:, :, None]  # [B, T, T]
+        offsets = torch.arange(frames, device=valid.device)
+        offsets = offsets[None, :] - offsets[:, None]  # key - query
+        if context[0] >= 0:
+            allowed = allowed & (offsets >= -context[0])
+        if context[1] >= 0:
+            allowed = allowed & (offsets <= context[1])
+        self.allowed = allowed.unsqueeze(1)  # [B, 1, T, T]
+
+    def attend(self, q_u: Tensor, q_v: Tensor, k: Tensor, v: Tensor, p: Tensor) -> Tensor:
+        frames = q_u.shape[2]
+        content = torch.matmul(q_u, k.transpose(-2, -1))
+        position = _rel_shift(torch.matmul(q_v, p.transpose(-2, -1)))[..., :frames]
+        return _masked_softmax_average(content + position, self.allowed, v, math.sqrt(q_u.shape[-1]))
+
+
+class LocalAttention:
+    """NeMo's sliding-window attention (``rel_pos_local_attn``): a frame sees the valid frames at most ``left``
+    before and ``right`` after it.
+
+    Computed for blocks of ``block`` queries against the keys their windows reach, so memory grows linearly with
+    the length. Positional term: NeMo's embeddings of ``left .. -right``, placed on the window's diagonals as NeMo
+    places them (:func:`local_position_columns`; for an asymmetric window that is not the matching relative
+    position, and it is reproduced as is).
+    """
+
+    def __init__(self, valid: Tensor, d_model: int, dtype: torch.dtype, window: tuple[int, int],
+                 block: int = 256) -> None:
+        self.valid, self.window, self.block = valid, window, block
+        left, right = window
+        self.embeddings = relative_positions(0, d_model, dtype, valid.device, first=left, last=-right)
+        # Embedding index per key offset -w .. w (w = max(left, right)); left + right + 1 selects a zero column.
+        w = max(left, right)
+        index = torch.full((2 * w + 1,), left + right + 1, dtype=torch.long)
+        for column, position in local_position_columns(left, right).items():
+            index[column] = position
+        self.position_index = index.to(valid.device)
+
+    def attend(self, q_u: Tensor, q_v: Tensor, k: Tensor, v: Tensor, p: Tensor) -> Tensor:
+        left, right = self.window
+        w = max(left, right)
+        frames = q_u.shape[2]
+        scale = math.sqrt(q_u.shape[-1])
+        pieces = []
+        for start in range(0, frames, self.block):
+            end = min(frames, start + self.block)
+            first, last = max(0, start - w), min(frames, end + w)
+            content = torch.matmul(q_u[:, :, start:end], k[:, :, first:last].transpose(-2, -1))  # [B, H, Q, K]
+            by_position = torch.matmul(q_v[:, :, start:end], p.transpose(-2, -1))  # [B, H, Q, P]
+            by_position = F.pad(by_position, (0, 1))  # the zero column of offsets without an embedding
+            queries = torch.arange(start, end, device=q_u.device)
+            keys = torch.arange(first, last, device=q_u.device)
+            offsets = keys[None, :] - queries[:, None]  # [Q, K]
+            inside = (offsets >= -left) & (offsets <= right)
+            index = self.position_index[(offsets + w).clamp(0, 2 * w)]  # [Q, K]
+            position = torch.gather(by_position, 3, index.expand(*by_position.shape[:2], -1, -1))
+            allowed = (inside[None] & self.valid[:, start:end, None] & self.valid[:, None, first:last]).unsqueeze(1)
+            pieces.append(_masked_softmax_average(content + position, allowed, v[:, :, first:last], scale))
+        return torch.cat(pieces, dim=2)
+
+
+def local_position_columns(left: int, right: int) -> dict[int, int]:
+    """For NeMo's local attention: window column ``c`` (of ``2w + 1``, key offset ``c - w``) -> index of the
+    positional embedding NeMo adds there. Columns ``c < left`` get embedding ``c``; the last ``right + 1`` columns
+    get embeddings ``left .. left + right``; others none (they are masked unless the window is asymmetric)."""
+    w = max(left, right)
+    columns = {c: c for c in range(left)}
+    for i, c in enumerate(range(2 * w - right, 2 * w + 1)):
+        columns[c] = left + i
+    return columns
+
+
+def _rel_shift(x: Tensor) -> Tensor:
+    """Transformer-XL's shift: ``x[..., i, p]`` over positions ``T-1 .. -(T-1)`` -> ``[..., i, j]`` at ``i - j``."""
+    batch, heads, frames, positions = x.shape
+    x = F.pad(x, (1, 0)).view(batch, heads, -1, frames)
+    return x[:, :, 1:].view(batch, heads, frames, positions)
+
+
+class FeedForward(nn.Module):
+    """``linear2(swish(linear1(x)))``."""
+
+    def __init__(self, d_model: int, d_ff: int, use_bias: bool = True) -> None:
+        super().__init__()
+        self.linear1 = nn.Linear(d_model, d_ff, bias=use_bias)
+        self.linear2 = nn.Linear(d_ff, d_model, bias=use_bias)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.linear2(F.silu(self.linear1(x)))
+
+
+class ConvolutionModule(nn.Module):
+    """Pointwise conv to ``2D``, GLU, padded frames zeroed, depthwise conv, batch or layer norm, Swish, pointwise."""
+
+    def __init__(self, config: NemoEncoderConfig) -> None:
+        super().__init__()
+        d, bias = config.d_model, config.use_bias
+        self.padding = config.conv_context_size
+        self.norm_type = config.conv_norm_type
+        self.pointwise_conv1 = nn.Conv1d(d, 2 * d, 1, bias=bias)
+        self.depthwise_conv = nn.Conv1d(d, d, config.conv_kernel_size, groups=d, bias=bias)
+        self.batch_norm = nn.BatchNorm1d(d) if self.norm_type == "batch_norm" else nn.LayerNorm(d)
+        self.pointwise_conv2 = nn.Conv1d(d, d, 1, bias=bias)
+
+    def forward(self, x: Tensor, pad_mask: Tensor) -> Tensor:
+        """``x [B, T, D]``, ``pad_mask [B, T]`` (True: padding)."""
+        x = F.glu(self.pointwise_conv1(x.transpose(1, 2)), dim=1)
+        x = x.masked_fill(pad_mask.unsqueeze(1), 0.0)
+        x = self.depthwise_conv(F.pad(x, self.padding))
+        if self.norm_type == "layer_norm":
+            x = self.batch_norm(x.transpose(1, 2)).transpose(1, 2)
+        else:
+            x = self.batch_norm(x)
+        return self.pointwise_conv2(F.silu(x)).transpose(1, 2)
+
+
+class ConformerLayer(nn.Module):
+    """One block, macaron style: ``x + FF/2``, ``+ attention``, ``+ conv``, ``+ FF/2``, layer norm."""
+
+    def __init__(self, config: NemoEncoderConfig) -> None:
+        super().__init__()
+        d, d_ff = config.d_model, config.d_model * config.ff_expansion_factor
+        self.norm_feed_forward1 = nn.LayerNorm(d)
+        self.feed_forward1 = FeedForward(d, d_ff, config.use_bias)
+        self.norm_self_att = nn.LayerNorm(d)
+        self.self_attn = RelPositionAttention(d, config.n_heads, config.use_bias)
+        self.norm_conv = nn.LayerNorm(d)
+        self.conv = ConvolutionModule(config)
+        self.norm_feed_forward2 = nn.LayerNorm(d)
+        self.feed_forward2 = FeedForward(d, d_ff, config.use_bias)
+        self.norm_out = nn.LayerNorm(d)
+
+    def forward(self, x: Tensor, pattern: FullAttention | LocalAttention, pad_mask: Tensor) -> Tensor:
+        x = x + 0.5 * self.feed_forward1(self.norm_feed_forward1(x))
+        x = x + self.self_attn(self.norm_self_att(x), pattern)
+        x = x + self.conv(self.norm_conv(x), pad_mask)
+        x = x + 0.5 * self.feed_forward2(self.norm_feed_forward2(x))
+        return self.norm_out(x)
+
+
+class NemoConformerEncoder(nn.Module):
+    """``features [B, T, F]``, ``lengths [B]`` -> ``encoder_out [B, T', D]``, ``lengths [B]``.
+
+    Frames past a length are not zeroed (decoders never read them), as in NeMo.
+    """
+
+    def __init__(self, config: NemoEncoderConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.pre_encode = NemoSubsampling(config)
+        self.layers = nn.ModuleList(ConformerLayer(config) for _ in range(config.n_layers))
+        self.out_proj = (nn.Linear(config.d_model, config.feat_out)
+                         if config.feat_out > 0 and config.feat_out != config.d_model else None)
+        #: Local attention: queries per block (memory per layer ~ B x H x block x (block + 2 x window)).
+        self.local_attention_block = 256
+
+    @property
+    def output_dim(self) -> int:
+        return self.out_proj.out_features if self.out_proj is not None else self.config.d_model
+
+    @property
+    def subsampling_factor(self) -> int:
+        return self.config.subsampling_factor
+
+    @property
+    def receptive_field(self) -> float:
+        """Infinite: :mod:`transdec.long_audio` then encodes every recording whole, as NeMo does. Its windowed
+        encoding of long recordings computes transdec's own features, not NeMo's."""
+        return math.inf
+
+    def output_lengths(self, lengths: Tensor) -> Tensor:
+        """Encoder frames of ``lengths`` feature frames."""
+        for _ in range(int(math.log2(self.config.subsampling_factor))):
+            lengths = torch.div(lengths - 1, 2, rounding_mode="floor") + 1
+        return lengths
+
+    def forward(self, features: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
+        x, lengths = self.pre_encode(features, lengths)
+        if self.config.xscaling:
+            x = x * math.sqrt(self.config.d_model)
+        valid = _frame_mask(lengths, x.shape[1])  # [B, T']
+        if self.config.self_attention_model == "rel_pos_local_attn":
+            pattern: FullAttention | LocalAttention = LocalAttention(
+                valid, self.config.d_model, x.dtype, self.config.att_context_size, self.local_attention_block)
+        else:
+            pattern = FullAttention(valid, self.config.d_model, x.dtype, self.config.att_context_size)
+        for layer in self.layers:
+            x = layer(x, pattern, ~valid)
+        if self.out_proj is not None:
+            x = self.out_proj(x)
+        return x, lengths

@@ -1,0 +1,229 @@
+"""Loading ``.nemo`` archives: config interpolations, the command line, and clear errors for what is not supported
+or not a NeMo model. Archives are derived from the fixtures of ``tests/fixtures/nemo/`` (see
+``tests/test_nemo_fixtures.py``)."""
+
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import pytest
+import soundfile as sf
+import torch
+import yaml
+
+import transdec
+from transdec.adapters.nemo_features import slaney_mel_filterbank
+from transdec.cli import main
+
+FIXTURES = Path(__file__).parent / "fixtures" / "nemo"
+
+
+def repack(source: str, target: Path, edit_config: Callable[[dict], None] | None = None,
+           edit_weights: Callable[[dict], None] | None = None, config_text: str | None = None) -> Path:
+    """A copy of fixture ``source`` with its config and/or weights changed."""
+    with tarfile.open(FIXTURES / f"{source}.nemo") as archive:
+        files = {m.name: archive.extractfile(m).read() for m in archive.getmembers() if m.isfile()}
+    config_name = next(n for n in files if n.endswith("model_config.yaml"))
+    weights_name = next(n for n in files if n.endswith("model_weights.ckpt"))
+    if edit_config or config_text:
+        config = yaml.safe_load(files[config_name])
+        if edit_config:
+            edit_config(config)
+        files[config_name] = (config_text or yaml.safe_dump(config)).encode()
+    if edit_weights:
+        state = torch.load(io.BytesIO(files[weights_name]), weights_only=True)
+        edit_weights(state)
+        buffer = io.BytesIO()
+        torch.save(state, buffer)
+        files[weights_name] = buffer.getvalue()
+    with tarfile.open(target, "w") as archive:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+    return target
+
+
+@pytest.fixture(scope="module")
+def clip() -> torch.Tensor:
+    return torch.load(FIXTURES / "clips.pt", weights_only=True)["samples"][0].float() / 32768.0
+
+
+def encode(model, audio: torch.Tensor) -> torch.Tensor:
+    with torch.inference_mode():
+        return model.encode(audio[None], torch.tensor([len(audio)]))[0]
+
+
+def test_interpolations_resolve_from_the_model_section_and_from_a_training_root(tmp_path: Path, clip) -> None:
+    """NeMo configs written by hand or by older versions keep ``${...}`` references; both styles resolve."""
+    def interpolate(config: dict) -> None:
+        config["model_defaults"]["pred_hidden"] = config["decoder"]["prednet"]["pred_hidden"]
+        config["decoder"]["prednet"]["pred_hidden"] = "${model_defaults.pred_hidden}"
+        config["joint"]["jointnet"]["pred_hidden"] = "${model.model_defaults.pred_hidden}"
+        config["encoder"]["feat_in"] = "${preprocessor.features}"
+        config["train_ds"] = {"manifest_filepath": "${oc.env:SOME_UNSET_VARIABLE_FOR_TRANSDEC}"}
+
+    path = repack("fc_tdt", tmp_path / "interpolated.nemo", interpolate)
+    original = transdec.load_model(str(FIXTURES / "fc_tdt.nemo"))
+    loaded = transdec.load_model(str(path))
+    assert torch.equal(encode(loaded, clip), encode(original, clip))
+
+
+def test_mel_filterbank_matches_the_one_nemo_stores(tmp_path: Path, clip) -> None:
+    """The filterbank computed from the config equals librosa's, which NeMo keeps in its weights; a checkpoint
+    without it gives the same features."""
+    state = torch.load(io.BytesIO(tarfile.open(FIXTURES / "fc_tdt.nemo").extractfile("./model_weights.ckpt").read()),
+                       weights_only=True)
+    stored = state["preprocessor.featurizer.fb"][0]
+    computed = slaney_mel_filterbank(16000, 512, 128)
+    torch.testing.assert_close(computed, stored, atol=1e-7, rtol=1e-5)
+
+    def drop_front_end(weights: dict) -> None:
+        del weights["preprocessor.featurizer.fb"], weights["preprocessor.featurizer.window"]
+
+    path = repack("fc_tdt", tmp_path / "no_fb.nemo", edit_weights=drop_front_end)
+    original = transdec.load_model(str(FIXTURES / "fc_tdt.nemo"))
+    torch.testing.assert_close(encode(transdec.load_model(str(path)), clip), encode(original, clip),
+                               atol=1e-4, rtol=0)
+
+
+def test_transcribe_and_evaluate_commands_take_a_nemo_model(tmp_path: Path, clip, capsys) -> None:
+    audio = tmp_path / "clip.wav"
+    sf.write(audio, clip.numpy(), 16000, subtype="FLOAT")
+    expected = torch.load(FIXTURES / "fc_rnnt.outputs.pt", weights_only=True)
+    model_path = str(FIXTURES / "fc_rnnt.nemo")
+    assert main(["transcribe", str(audio), "--model", model_path, "--format", "jsonl"]) == 0
+    line = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert line["tokens"] == expected["tokens"][0]
+    manifest = tmp_path / "test.jsonl"
+    manifest.write_text(json.dumps({"audio_filepath": str(audio), "duration": len(clip) / 16000,
+                                    "text": expected["text"][0]}) + "\n")
+    assert main(["evaluate", str(manifest), "--model", model_path, "--output-dir", str(tmp_path / "eval"),
+                 "--normalizer", "none"]) == 0
+    assert "| greedy_label | 1 | 0.00% | 0.00% |" in capsys.readouterr().out  # the reference is NeMo's transcript
+    predictions = (tmp_path / "eval" / "predictions_greedy_label.jsonl").read_text().splitlines()
+    assert json.loads(predictions[0])["pred_text"] == expected["text"][0]
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"this is not an archive at all", "not a .nemo archive"),
+    (b"", "not a .nemo archive"),
+])
+def test_non_tar_files_are_refused(tmp_path: Path, content: bytes, message: str) -> None:
+    path = tmp_path / "broken.nemo"
+    path.write_bytes(content)
+    with pytest.raises(ValueError, match=message):
+        transdec.load_model(str(path))
+
+
+def test_truncated_archive_is_refused(tmp_path: Path) -> None:
+    data = (FIXTURES / "fc_rnnt.nemo").read_bytes()
+    path = tmp_path / "truncated.nemo"
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(ValueError, match="truncated|corrupt|cannot be loaded|not a .nemo"):
+        transdec.load_model(str(path))
+
+
+def test_archive_without_a_config_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "empty.nemo"
+    with tarfile.open(path, "w") as archive:
+        info = tarfile.TarInfo("readme.txt")
+        archive.addfile(info, io.BytesIO(b""))
+    with pytest.raises(ValueError, match="no model_config.yaml"):
+        transdec.load_model(str(path))
+
+
+def test_missing_file() -> None:
+    with pytest.raises(FileNotFoundError):
+        transdec.load_model("/nonexistent/model.nemo")
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda c: c.update(target="nemo.collections.asr.models.ctc_bpe_models.EncDecCTCModelBPE"),
+     "EncDecCTCModelBPE.*CTC-only"),
+    (lambda c: c.update(target="nemo.collections.asr.models.EncDecMultiTaskModel"), "EncDecMultiTaskModel.*AED"),
+    (lambda c: c.update(target="my.own.FancyModel"), "FancyModel.*not supported"),
+    (lambda c: c["encoder"].update(subsampling="vggnet"), "encoder.subsampling='vggnet'"),
+    (lambda c: c["encoder"].update(self_attention_model="abs_pos"), "encoder.self_attention_model"),
+    (lambda c: c["encoder"].update(_target_="nemo.collections.asr.modules.SqueezeformerEncoder"), "encoder._target_"),
+    (lambda c: c["encoder"].update(conv_norm_type="group_norm2"), "encoder.conv_norm_type"),
+    (lambda c: c["tokenizer"].update(type="wpe"), "tokenizer.type='wpe'"),
+    (lambda c: c.pop("tokenizer"), "no tokenizer section"),
+    (lambda c: c["decoder"].update(_target_="some.OtherDecoder"), "decoder._target_"),
+    (lambda c: c["joint"]["jointnet"].update(activation="gelu"), "joint.jointnet.activation='gelu'"),
+    (lambda c: c["preprocessor"].update(_target_="nemo.collections.asr.modules.AudioToMFCCPreprocessor"),
+     "preprocessor._target_"),
+    (lambda c: c["encoder"].update(d_model=64), "weight .* has shape|do not fit"),
+    (lambda c: c["joint"].update(num_extra_outputs=3), "joint.num_extra_outputs=3"),
+])
+def test_unsupported_configs_name_the_class_or_key(tmp_path: Path, edit, message: str) -> None:
+    path = repack("fc_rnnt", tmp_path / "edited.nemo", edit)
+    with pytest.raises(ValueError, match=message):
+        transdec.load_model(str(path))
+
+
+def test_invalid_yaml_and_weights_are_refused(tmp_path: Path) -> None:
+    path = repack("fc_rnnt", tmp_path / "yaml.nemo", config_text="encoder: [unclosed\n")
+    with pytest.raises(ValueError, match="model_config.yaml cannot be read"):
+        transdec.load_model(str(path))
+
+    def drop(state: dict) -> None:
+        del state["joint.enc.weight"]
+
+    path = repack("fc_rnnt", tmp_path / "weights.nemo", edit_weights=drop)
+    with pytest.raises(ValueError, match="missing.*joint.encoder_projection.weight"):
+        transdec.load_model(str(path))
+
+
+def test_importing_transdec_does_not_import_the_adapter_or_omegaconf() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys, transdec; "
+            "print(any(m.startswith(('omegaconf', 'transdec.adapters.nemo')) for m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
+
+
+def test_float64_and_empty_audio(clip) -> None:
+    model = transdec.load_model(str(FIXTURES / "fc_rnnt.nemo"), dtype=torch.float64)
+    encoded, lengths = model.encode(clip[None].double(), torch.tensor([len(clip)]))
+    assert encoded.dtype == torch.float64
+    empty, lengths = model.encode(torch.zeros(1, 0), torch.tensor([0]))
+    assert lengths.tolist() == [0]
+    assert transdec.load_model(str(FIXTURES / "fc_rnnt.nemo")).transcribe([np.zeros(0, dtype=np.float32)])[0].text == ""
+
+
+def test_long_recordings_are_encoded_whole(clip) -> None:
+    """A recording longer than transdec's windowing threshold (40 s for full attention) is encoded in one pass:
+    the windows compute transdec's own features, not NeMo's."""
+    model = transdec.load_model(str(FIXTURES / "fc_local_attn.nemo"))
+    long = clip.repeat(16)  # 48 s
+    transcript = model.transcribe([long.numpy()])[0]
+    with torch.inference_mode():
+        encoded, lengths = model.encode(long[None], torch.tensor([len(long)]))
+        expected = transdec.decode(model, encoded, lengths).hypotheses()[0]
+    assert transcript.tokens == list(expected.tokens)
+
+
+def test_local_attention_switch(clip) -> None:
+    """``use_local_attention`` with a window covering the recording gives the full-attention frames."""
+    model = transdec.load_model(str(FIXTURES / "fc_rnnt.nemo"))
+    full = encode(model, clip)
+    model.use_local_attention(64, 64)
+    torch.testing.assert_close(encode(model, clip), full, atol=1e-5, rtol=0)
+    model.use_local_attention(4, 4)
+    assert not torch.allclose(encode(model, clip), full, atol=1e-3)
+
+
+def test_head_from_the_decoding_section_when_the_loss_section_is_missing(tmp_path: Path, clip) -> None:
+    path = repack("fc_tdt", tmp_path / "no_loss.nemo", lambda c: c.pop("loss"))
+    model = transdec.load_model(str(path))
+    assert model.head.kind == "tdt" and model.head.durations == (0, 1, 2, 3, 4)
+    path = repack("fc_multiblank", tmp_path / "no_loss_mb.nemo", lambda c: c.pop("loss"))
+    assert transdec.load_model(str(path)).head.big_blank_durations == (2, 4)
