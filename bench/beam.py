@@ -81,7 +81,7 @@ def main() -> None:
     for kind in args.heads.split(","):
         model = calibrated_model(HEADS[kind], args.tokens_per_frame, args.seed)
         print(f"\n## {kind}: seconds to decode all utterances (ratio to greedy_label at the same batch size)")
-        usable = [s for s in batched if s != "beam_aes_pp" or kind == "rnnt"]  # AES++ is frame-synchronous
+        usable = batched
         names = [f"{s} beam {b}" for s in usable for b in beams]
         print("| B | greedy_label | " + " | ".join(names) + " |")
         print("|---" * (len(names) + 2) + "|")

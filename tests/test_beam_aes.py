@@ -1,6 +1,7 @@
-"""AES++ (batched adaptive expansion search, RNN-T): brute force, greedy at beam 1, batch invariance, fusion."""
+"""AES++ (batched adaptive expansion search, every head): brute force, greedy at beam 1, batch invariance, fusion."""
 
 import collections
+import itertools
 import math
 
 import pytest
@@ -9,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from brute_force import all_paths
-from test_beam_alsd import same, tiny_problem
+from test_beam_alsd import PREDICTORS, TINY_HEADS, same, tiny_problem
 from test_greedy_exactness import HEADS, encoder_batch, model_for
 from test_scoring import BigramScorer
 from transdec.decoding import DecodingConfig, Fusion, greedy_label_looping
@@ -20,9 +21,11 @@ WIDE = dict(beam_size=256, expansion_beta=8, expansion_gamma=math.inf)
 
 
 def aes_paths(model, frames, steps):
-    """Every path AES++ can take: at most ``steps`` tokens at a frame, each frame left by a scored blank."""
+    """Every path AES++ can take: at most ``steps`` tokens that stay at a frame, each frame left by a scored
+    emission (a blank, or a TDT token with a duration)."""
     paths = all_paths(model, frames, max_symbols_per_frame=steps + 1)
-    return [p for p in paths if max(collections.Counter(p.timestamps).values(), default=0) <= steps]
+    staying = lambda p: collections.Counter(t for t, d in zip(p.timestamps, p.durations) if d == 0)  # noqa: E731
+    return [p for p in paths if max(staying(p).values(), default=0) <= steps]
 
 
 def logsumexp(values):
@@ -30,10 +33,12 @@ def logsumexp(values):
     return top + math.log(sum(math.exp(v - top) for v in values))
 
 
-@pytest.mark.parametrize("predictor", ["lstm", "stateless"])
+@pytest.mark.parametrize("kind, predictor", list(itertools.product(TINY_HEADS, PREDICTORS)))
 @pytest.mark.parametrize("steps", [1, 2])
-def test_a_wide_search_finds_the_optimum(predictor, steps):
-    model, frames, lengths = tiny_problem("rnnt", predictor, seed=3)
+def test_a_wide_search_finds_the_optimum(kind, predictor, steps):
+    model, frames, lengths = tiny_problem(kind, predictor, seed=3)
+    if kind == "tdt":  # a million paths at four frames
+        lengths = lengths.clamp(max=3)
     for b, length in enumerate(lengths.tolist()):
         one = (frames[b : b + 1, :length], lengths[b : b + 1])
         paths = aes_paths(model, frames[b, :length], steps)
@@ -44,13 +49,19 @@ def test_a_wide_search_finds_the_optimum(predictor, steps):
         summed = {tokens: logsumexp(scores) for tokens, scores in grouped.items()}
         top = max(summed, key=summed.get)
         found = beam_aes_pp(model, *one, None, num_steps=steps, **WIDE).hypotheses()[0]
-        assert (tuple(found.tokens), tuple(found.timestamps)) == (best.tokens, best.timestamps)
+        assert (tuple(found.tokens), tuple(found.timestamps), tuple(found.durations)) == (
+            best.tokens, best.timestamps, best.durations)
         assert found.score == pytest.approx(best.score, abs=1e-9)
         found = beam_aes_pp(model, *one, None, num_steps=steps, merge="logsumexp", **WIDE).hypotheses()[0]
         assert tuple(found.tokens) == top and found.score == pytest.approx(summed[top], abs=1e-9)
         for beam in (1, 2):
             narrow = beam_aes_pp(model, *one, None, num_steps=steps, beam_size=beam).hypotheses()[0]
             assert narrow.score <= best.score + 1e-12
+        fusions = [Fusion(BigramScorer(model.head.num_tokens, seed=3), 0.6)]
+        late = beam_aes_pp(model, *one, None, num_steps=steps, fusions=fusions, **WIDE).hypotheses()[0]
+        early = beam_aes_pp(model, *one, None, num_steps=steps, fusions=fusions, pruning="early",
+                            **WIDE).hypotheses()[0]
+        assert same(early, late)
 
 
 @pytest.mark.parametrize("predictor", ["lstm", "stateless"])
@@ -66,10 +77,28 @@ def test_beam_one_takes_greedy_path(predictor):
                                                                     pytest.approx(want.token_logprobs))
 
 
+@pytest.mark.parametrize("kind, predictor", list(itertools.product(HEADS, PREDICTORS)))
+def test_beam_one_is_greedy_where_no_frame_fills_up(kind, predictor):
+    """Where greedy decoding never reaches its limit of tokens at a frame, beam 1 with as many steps is greedy
+    decoding exactly, score included."""
+    model = model_for(kind, predictor, "blank_heavy")
+    frames, lengths = encoder_batch([0, 1, 24, 13, 7, 18], seed=1)
+    greedy = greedy_label_looping(model, frames, lengths, 6).hypotheses()
+    beam = beam_aes_pp(model, frames, lengths, None, beam_size=1, expansion_beta=0, num_steps=6).hypotheses()
+    compared = 0
+    for got, want in zip(beam, greedy):
+        staying = collections.Counter(t for t, d in zip(want.timestamps, want.durations) if d == 0)
+        if max(staying.values(), default=0) < 6:
+            assert same(got, want)
+            compared += 1
+    assert compared >= 3
+
+
 @settings(max_examples=8, deadline=None)
-@given(lengths=st.lists(st.integers(0, 16), min_size=1, max_size=6), position=st.integers(0, 5), seed=st.integers(0, 999))
-def test_an_utterance_decodes_the_same_in_any_batch(lengths, position, seed):
-    model = model_for("rnnt", "stateless", "label_heavy")
+@given(lengths=st.lists(st.integers(0, 16), min_size=1, max_size=6), position=st.integers(0, 5), seed=st.integers(0, 999),
+       kind=st.sampled_from(sorted(HEADS)))
+def test_an_utterance_decodes_the_same_in_any_batch(lengths, position, seed, kind):
+    model = model_for(kind, "stateless", "label_heavy")
     frames, lengths_tensor = encoder_batch(lengths, seed=seed, extra_padding=5)
     position = position % len(lengths)
     alone = beam_aes_pp(model, frames[position : position + 1, : lengths[position]],
@@ -93,8 +122,6 @@ def test_nbest_fusion_and_options():
     assert [h.tokens for h in fused.hypotheses()] != [h.tokens for h in plain.hypotheses()]
     assert all(h.am_score != pytest.approx(h.score) for h in fused.hypotheses() if h.tokens)
     assert any(h.tokens for h in plain.hypotheses())
-    with pytest.raises(ValueError, match="needs an RNN-T head"):
-        beam_aes_pp(model_for("tdt", "lstm", "label_heavy"), frames, lengths)
-    for bad in (dict(expansion_beta=-1), dict(expansion_gamma=-0.5), dict(num_steps=0)):
+    for bad in (dict(expansion_beta=-1), dict(expansion_gamma=-0.5), dict(num_steps=0), dict(pruning="never")):
         with pytest.raises(ValueError):
             DecodingConfig("beam_aes_pp", **bad)

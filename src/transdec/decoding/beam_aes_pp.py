@@ -1,30 +1,31 @@
-"""AES++: adaptive expansion search batched over utterances and beams (beam-search paper, Sec. 2.2), RNN-T heads.
+"""AES++: adaptive expansion search batched over utterances and beams (beam-search paper, Sec. 2.2).
 
-Frame-synchronous: at frame ``t`` every hypothesis of an utterance's beam (``K = beam_size``) stands at ``t``.
-With ``S = min(num_steps, max_symbols_per_frame)`` expansion steps:
+Frame-synchronous: frame ``t`` expands the hypotheses that stand at ``t``; the others (moved past ``t`` by a
+TDT duration or a big blank, or finished) wait in the beam. With ``S = min(num_steps, max_symbols_per_frame)``:
 
-1. The *current set* starts as the beam. At each step one joint call scores every member at frame ``t``, and
-   each member keeps as candidates its ``K + expansion_beta`` best labels, less those scoring more than
+1. The *current set* starts as the hypotheses at ``t``. At each step one joint call scores every member at
+   frame ``t``, and each member keeps as candidates its ``K + expansion_beta`` best emissions (``K =
+   beam_size``; an emission is a label, and for TDT a label with a duration), less those scoring more than
    ``expansion_gamma`` below its best (mAES's expansion pruning, per member).
-2. A member whose candidates include the blank leaves the frame that way: it goes to the *pool*, scored with
-   the blank.
-3. Its token candidates make the next current set: the ``K`` best per utterance; one predictor call feeds them
-   their tokens. A sequence can arise twice in a frame (``y + k`` from ``y``, and ``y + k`` already in the
-   beam): two different paths, both kept until the pool merges them (mAES instead drops the second and adds
-   its prefix's share by prefix search).
-4. After the last step the members of the current set leave the frame by the blank, scored with one more joint
-   call, and join the pool. So a frame holds at most ``S`` tokens of a hypothesis, and it is always left by a
-   scored blank.
-5. Pool entries with the same tokens (all now at ``t + 1``) are merged (``merge``: keep the best, or the best
-   with the log of the summed probabilities); the ``K`` best become the beam of ``t + 1``.
+2. Candidates that leave the frame without a token (the blank; a big blank; a TDT blank with its duration)
+   go to the *pool*, at the frame they move to.
+3. Token candidates compete for ``K`` places per utterance; one predictor call feeds the winners their
+   tokens. Those that leave the frame (a TDT token with a duration) go to the pool; those that stay make the
+   next current set. A sequence can arise twice in a frame (``y + k`` from ``y``, and ``y + k`` already in
+   the beam): two different paths, both kept until the pool merges them (mAES instead drops the second and
+   adds its prefix's share by prefix search).
+4. At step ``S`` only emissions that leave the frame are candidates, so a frame holds at most ``S`` tokens
+   that stay at it, and it is always left by a scored emission (for RNN-T: a blank).
+5. Pool entries with the same tokens at the same frame (or both finished) are merged (``merge``: keep the
+   best, or the best with the log of the summed probabilities); the ``K`` best are the new beam.
 
 Utterances past their end keep their beam. The n-best are the final beam by score (per token with
 ``length_norm``). All ``B x K`` hypotheses share every joint and predictor call; tokens go into the tree of
-:class:`~transdec.decoding.beam_hyps.BatchedBeamHyps` (``S`` nodes per hypothesis and frame), and equal token
-sequences are found by their hashes.
+:class:`~transdec.decoding.beam_hyps.BatchedBeamHyps` (``S + 1`` nodes per hypothesis and frame searched), and
+equal token sequences are found by their hashes.
 
-TDT and multi-blank emissions move hypotheses by different numbers of frames, which a frame-synchronous search
-cannot hold; :mod:`transdec.decoding.beam_alsd_pp` searches those heads.
+With fusions, ``pruning="early"`` ranks the candidates of steps 1 and 3 by the Transducer's log-probs alone;
+the pool is always ranked by the fused scores.
 """
 
 from __future__ import annotations
@@ -36,17 +37,32 @@ from dataclasses import dataclass
 
 import torch
 
+from transdec.decoding.beam_alsd import PRUNING_MODES
 from transdec.decoding.beam_hyps import HASH_BASE, HASH_MODULUS, BatchedBeamHyps, step_rows
+from transdec.decoding.emissions import lookup_tables
 from transdec.decoding.inputs import checked_lengths
-from transdec.decoding.options import ExpansionOptions
+from transdec.decoding.options import ExpansionOptions, option
 from transdec.decoding.registry import register_strategy
 from transdec.decoding.results import DecodingResult, DecodingStats, Hypothesis
-from transdec.decoding.scoring import Fusion, Scoring
-from transdec.protocol import DecodingModel
+from transdec.decoding.scoring import Fusion, LabelScores, Scoring
+from transdec.protocol import DecodingModel, HeadSpec
 
 
-@register_strategy("beam_aes_pp", ExpansionOptions,
-                   "AES++: adaptive expansion search batched over utterances and beams (RNN-T)")
+@dataclass(frozen=True)
+class AesOptions(ExpansionOptions):
+    """Options of AES++: mAES's expansion, and with fusions, when their scores count."""
+
+    pruning: str = option("late", "with fusions (an LM): rank expansion candidates by the fused scores ('late'), "
+                                  "or by the Transducer's alone ('early')", choices=PRUNING_MODES)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.pruning not in PRUNING_MODES:
+            raise ValueError(f"pruning must be one of {PRUNING_MODES}, got {self.pruning!r}")
+
+
+@register_strategy("beam_aes_pp", AesOptions,
+                   "AES++: adaptive expansion search batched over utterances and beams")
 @torch.inference_mode()
 def beam_aes_pp(
     model: DecodingModel,
@@ -60,17 +76,15 @@ def beam_aes_pp(
     expansion_beta: int = 2,
     expansion_gamma: float = 2.3,
     num_steps: int = 2,
+    pruning: str = "late",
     fusions: Sequence[Fusion] = (),
 ) -> DecodingResult:
     """AES++ over ``encoder_out [B, T, D]`` with valid ``lengths [B]``; ``result.nbest`` has each utterance's
     ``nbest`` best hypotheses."""
-    if model.head.kind != "rnnt":
-        raise ValueError(f"beam_aes_pp searches frame by frame, which needs an RNN-T head (every blank moves one "
-                         f"frame), not {model.head.kind!r}; use beam_alsd_pp")
     lengths = checked_lengths(encoder_out, lengths)
-    options = ExpansionOptions(max_symbols_per_frame=max_symbols_per_frame, beam_size=beam_size, nbest=nbest, merge=merge,
+    options = AesOptions(max_symbols_per_frame=max_symbols_per_frame, beam_size=beam_size, nbest=nbest, merge=merge,
                          length_norm=length_norm, expansion_beta=expansion_beta, expansion_gamma=expansion_gamma,
-                         num_steps=num_steps)
+                         num_steps=num_steps, pruning=pruning)
     search = _AesSearch(model, encoder_out, lengths, options, Scoring(model.head, fusions))
     for frame in range(int(lengths.max()) if len(lengths) else 0):
         search.frame(frame)
@@ -78,42 +92,84 @@ def beam_aes_pp(
     return DecodingResult.from_nbest(nbest_lists, search.stats, encoder_out.device, encoder_out.dtype)
 
 
+class _Emissions:
+    """Every emission a hypothesis can take, flattened to ``C`` columns: each label, and for TDT each label
+    with each duration; per column its label, duration value and the frames it moves."""
+
+    def __init__(self, head: HeadSpec, device: torch.device) -> None:
+        self.kind = head.kind
+        advance_by_label, duration_values = lookup_tables(head, device)
+        labels = torch.arange(head.num_labels, device=device)
+        if head.kind == "tdt":
+            count = len(duration_values)
+            self.labels = labels.repeat_interleave(count)
+            self.durations = duration_values.repeat(head.num_labels)
+            # A TDT blank moves at least one frame, as in greedy decoding.
+            self.advance = torch.where(self.labels == head.blank_id, self.durations.clamp(min=1), self.durations)
+        else:
+            self.labels, self.durations, self.advance = labels, torch.zeros_like(labels), advance_by_label
+        self.is_token = self.labels < head.num_tokens
+        self.stays = self.advance == 0
+
+    def scores(self, scored: LabelScores) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(scores, am_logprobs, label_logprobs)``, each ``[N, C]``, of the ``N`` rows of ``scored``."""
+        if scored.duration_logprobs is None:
+            return scored.scores, scored.label_logprobs, scored.label_logprobs
+        durations = scored.duration_logprobs.unsqueeze(1)  # [N, 1, K]
+        count = durations.shape[2]
+        return ((scored.scores.unsqueeze(2) + durations).flatten(1),
+                (scored.label_logprobs.unsqueeze(2) + durations).flatten(1),
+                scored.label_logprobs.repeat_interleave(count, dim=1))
+
+
 @dataclass
 class _Set:
-    """Hypotheses ``[B, K]`` within a frame: scores, token identity, and the tokens added at this frame."""
+    """Hypotheses ``[B, P]`` within a frame: scores, token identity, frame, where their predictor state is, and
+    the tokens added at this frame."""
 
     scores: torch.Tensor
     am_scores: torch.Tensor
     hashes: torch.Tensor
     lengths: torch.Tensor
     last_tokens: torch.Tensor
+    time: torch.Tensor
     origins: torch.Tensor  # the beam slot at the start of the frame each one extends
-    new_tokens: torch.Tensor  # [B, K, S], -1 past the tokens added at this frame
-    new_logprobs: torch.Tensor  # [B, K, S], the tokens' label log-probs
+    rows: torch.Tensor  # its row in the predictor state it was made with
+    new_tokens: torch.Tensor  # [B, P, S + 1], -1 past the tokens added at this frame
+    new_durations: torch.Tensor  # [B, P, S + 1]
+    new_logprobs: torch.Tensor  # [B, P, S + 1], the tokens' label log-probs
 
     def gather(self, index: torch.Tensor) -> _Set:
-        """Rows ``index [B, N]`` of each utterance."""
+        """Entries ``index [B, N]`` of each utterance."""
         def take(x: torch.Tensor) -> torch.Tensor:
             if x.dim() == 3:
                 return x.gather(1, index.unsqueeze(2).expand(-1, -1, x.shape[2]))
             return x.gather(1, index)
 
-        return _Set(*(take(getattr(self, name)) for name in _Set.__dataclass_fields__))
+        return _Set(*(take(getattr(self, name)) for name in _FIELDS))
+
+    def only(self, mask: torch.Tensor) -> _Set:
+        """The same entries, those outside ``mask [B, P]`` dropped (score -inf)."""
+        return dataclasses.replace(self, scores=torch.where(mask, self.scores, -torch.inf))
+
+
+_FIELDS = tuple(_Set.__dataclass_fields__)
 
 
 def _cat(sets: list[_Set]) -> _Set:
-    return _Set(*(torch.cat([getattr(s, name) for s in sets], dim=1) for name in _Set.__dataclass_fields__))
+    return _Set(*(torch.cat([getattr(s, name) for s in sets], dim=1) for name in _FIELDS))
 
 
 class _AesSearch:
-    def __init__(self, model: DecodingModel, encoder_out: torch.Tensor, lengths: torch.Tensor, options: ExpansionOptions,
+    def __init__(self, model: DecodingModel, encoder_out: torch.Tensor, lengths: torch.Tensor, options: AesOptions,
                  scoring: Scoring) -> None:
         self.head, self.predictor, self.joint = model.head, model.predictor, model.joint
         self.options, self.scoring = options, scoring
         batch_size, max_time, _ = encoder_out.shape
         beam, device = options.beam_size, encoder_out.device
         self.steps = min(options.num_steps, options.max_symbols_per_frame or options.num_steps)
-        self.lengths = lengths
+        self.lengths = lengths.unsqueeze(1)  # [B, 1]
+        self.emissions = _Emissions(self.head, device)
         self.encoder_proj = self.joint.project_encoder(encoder_out)  # [B, T, J]
         self.hyps = BatchedBeamHyps(batch_size, beam, device, encoder_out.dtype)
         self.slots = torch.arange(beam, device=device).expand(batch_size, beam)
@@ -127,119 +183,140 @@ class _AesSearch:
         self.scorer_state = scoring.initial_state(flat, device)
 
     def frame(self, t: int) -> None:
-        """Move every unfinished utterance's beam from frame ``t`` to ``t + 1``."""
-        hyps, options, blank = self.hyps, self.options, self.head.blank_id
+        """Expand the hypotheses standing at frame ``t`` until each has left it."""
+        hyps = self.hyps
         batch_size, beam = hyps.scores.shape
-        active = (t < self.lengths).unsqueeze(1)  # [B, 1]
-        start = _Set(hyps.scores, hyps.am_scores, hyps.hashes, hyps.lengths, hyps.last_tokens, self.slots,
-                     torch.full((batch_size, beam, self.steps), -1, dtype=torch.long, device=self.slots.device),
-                     torch.zeros(batch_size, beam, self.steps, dtype=hyps.scores.dtype, device=self.slots.device))
-        frames = self.encoder_proj[:, min(t, self.encoder_proj.shape[1] - 1)]  # [B, J]
-        frames = frames.unsqueeze(1).expand(-1, beam, -1).flatten(0, 1)  # [B*K, J]
-        # Finished utterances keep their beam: the pool's first part, from source 0 (the state at frame start).
-        pool = [dataclasses.replace(start, scores=torch.where(active, -torch.inf, start.scores))]
+        active = (hyps.time == t) & (t < self.lengths) & (hyps.scores > -torch.inf)  # [B, K]
+        if not bool(active.any()):
+            return
+        width = self.steps + 1
+        device = self.slots.device
+        start = _Set(hyps.scores, hyps.am_scores, hyps.hashes, hyps.lengths, hyps.last_tokens, hyps.time, self.slots,
+                     self.flat_base + self.slots,
+                     torch.full((batch_size, beam, width), -1, dtype=torch.long, device=device),
+                     torch.zeros(batch_size, beam, width, dtype=torch.long, device=device),
+                     torch.zeros(batch_size, beam, width, dtype=hyps.scores.dtype, device=device))
+        frames = self.encoder_proj[:, t].unsqueeze(1).expand(-1, beam, -1).flatten(0, 1)  # [B*K, J]
+        pool = [start.only(~active)]  # the waiting and the finished keep their place
         sources = [(self.state, self.predictor_proj, self.scorer_state)]
         pool_sources = [0]
-        current = dataclasses.replace(start, scores=torch.where(active, start.scores, -torch.inf))
-        state, projection, scorer_state = self.state, self.predictor_proj, self.scorer_state
-        for step in range(self.steps):
+        current = start.only(active)
+        state, projection, scorer_state = sources[0]
+        steps_taken = 0
+        for step in range(width):
             scored = self.scoring(self.joint.combine(frames, projection), self.scoring.context(scorer_state))
             self.stats.joint_calls += 1
-            width = min(beam + options.expansion_beta, self.head.num_labels)
-            top_scores, top_labels = scored.scores.topk(width, dim=1)  # [B*K, C]
-            keep = (current.scores > -torch.inf).view(-1, 1).expand(-1, width)
-            if not math.isinf(options.expansion_gamma):
-                keep = keep & (top_scores >= top_scores[:, :1] - options.expansion_gamma)
-            # Members with the blank among their candidates leave the frame by it.
-            leaves = (keep & (top_labels == blank)).any(dim=1).view(batch_size, beam)
-            pool.append(self._left_by_blank(current, scored, leaves))
+            steps_taken = step + 1
+            candidates, scores, am_logprobs, label_logprobs = self._expansions(scored, current, last=step == self.steps)
+            pool.append(self._blank_exits(current, candidates, scores, am_logprobs, t))
             pool_sources.append(len(sources) - 1)
-            # Their token candidates make the next set.
-            tokens = keep & (top_labels != blank)
-            next_set, parents, labels = self._next_set(current, top_scores, top_labels, tokens,
-                                                       scored.label_logprobs, step)
-            if not bool((next_set.scores > -torch.inf).any()):
+            chosen, labels = self._best_tokens(current, candidates, scores, am_logprobs, label_logprobs, step, t)
+            fed = (chosen.scores > -torch.inf).view(-1)
+            if not bool(fed.any()):
                 break
-            flat_parents = (self.flat_base + parents).view(-1)
-            fed = labels.view(-1)
-            valid = (next_set.scores > -torch.inf).view(-1)
-            state, projection = step_rows(self.predictor, self.joint, fed,
-                                          self.predictor.gather_state(state, flat_parents), valid,
+            parent_rows = chosen.rows.view(-1)
+            flat_labels = labels.view(-1)
+            state, projection = step_rows(self.predictor, self.joint, flat_labels,
+                                          self.predictor.gather_state(state, parent_rows), fed,
                                           self.head.predictor_blank_id)
             self.stats.predictor_calls += 1
-            scorer_state = self.scoring.advance(self.scoring.gather_state(scorer_state, flat_parents), fed, valid)
+            scorer_state = self.scoring.advance(self.scoring.gather_state(scorer_state, parent_rows), flat_labels, fed)
             sources.append((state, projection, scorer_state))
-            current = next_set
-            if step == self.steps - 1:  # the last tokens leave the frame by the blank
-                scored = self.scoring(self.joint.combine(frames, projection), self.scoring.context(scorer_state))
-                self.stats.joint_calls += 1
-                pool.append(self._left_by_blank(current, scored, current.scores > -torch.inf))
-                pool_sources.append(len(sources) - 1)
-        self._select(_cat(pool), pool_sources, sources, t)
+            chosen.rows = self.flat_base + self.slots
+            leaves = chosen.time > t
+            pool.append(chosen.only(leaves))
+            pool_sources.append(len(sources) - 1)
+            current = chosen.only(~leaves)
+            if not bool((current.scores > -torch.inf).any()):
+                break
+        self._select(pool, pool_sources, sources, t, steps_taken)
 
-    def _left_by_blank(self, members: _Set, scored, leaves: torch.Tensor) -> _Set:
-        """``members`` that take the blank where ``leaves [B, K]``, the others dropped (score -inf)."""
-        batch_size, beam = leaves.shape
-        blank = self.head.blank_id
-        score = scored.scores[:, blank].view(batch_size, beam)
-        logprob = scored.label_logprobs[:, blank].view(batch_size, beam)
-        return _Set(torch.where(leaves, members.scores + score, -torch.inf), members.am_scores + logprob,
-                    members.hashes, members.lengths, members.last_tokens, members.origins, members.new_tokens,
-                    members.new_logprobs)
+    def _expansions(self, scored: LabelScores, current: _Set, last: bool):
+        """Each member's kept candidates ``[B*K, W]`` (column index into the emissions, -1 where not kept) and the
+        ``[B*K, C]`` scores, Transducer log-probs and label log-probs of every emission. At the ``last`` step only
+        emissions that leave the frame count."""
+        options = self.options
+        scores, am_logprobs, label_logprobs = self.emissions.scores(scored)
+        if last:
+            scores = scores.masked_fill(self.emissions.stays, -torch.inf)
+        ranking = am_logprobs.masked_fill(torch.isinf(scores), -torch.inf) if options.pruning == "early" else scores
+        width = min(options.beam_size + options.expansion_beta, ranking.shape[1])
+        top_ranks, candidates = ranking.topk(width, dim=1)  # [B*K, W]
+        keep = (current.scores > -torch.inf).view(-1, 1) & (top_ranks > -torch.inf)
+        if not math.isinf(options.expansion_gamma):
+            keep = keep & (top_ranks >= top_ranks[:, :1] - options.expansion_gamma)
+        return candidates.masked_fill(~keep, -1), scores, am_logprobs, label_logprobs
 
-    def _next_set(self, current: _Set, top_scores: torch.Tensor, top_labels: torch.Tensor,
-                  tokens: torch.Tensor, label_logprobs: torch.Tensor, step: int) -> tuple[_Set, torch.Tensor, torch.Tensor]:
-        """The ``K`` best token extensions per utterance of ``current`` (``tokens [B*K, C]`` marks the candidates),
-        with the slot each extends and its token."""
+    def _blank_exits(self, current: _Set, candidates: torch.Tensor, scores: torch.Tensor, am_logprobs: torch.Tensor,
+                     t: int) -> _Set:
+        """``[B, K * W]``: the members that leave the frame by their blank candidates."""
         batch_size, beam = current.scores.shape
-        width = top_labels.shape[1]
-        labels = top_labels.view(batch_size, beam, width)
-        scores = torch.where(tokens.view(batch_size, beam, width), current.scores.unsqueeze(2)
-                             + top_scores.view(batch_size, beam, width), -torch.inf)
-        hashes = (current.hashes.unsqueeze(2) * HASH_BASE + labels + 1) % HASH_MODULUS
-        scores = scores.view(batch_size, beam * width)
-        best, index = scores.topk(beam, dim=1)  # [B, K]
-        parents = index // width
-        chosen = labels.view(batch_size, beam * width).gather(1, index)
-        parent_rows = (self.flat_base + parents).view(-1)
-        am_logprobs = label_logprobs[parent_rows, chosen.view(-1)].view(batch_size, beam)
-        extended = current.gather(parents)
-        new_tokens, new_logprobs = extended.new_tokens.clone(), extended.new_logprobs.clone()
-        new_tokens[:, :, step] = chosen
-        new_logprobs[:, :, step] = am_logprobs
-        next_set = _Set(best, extended.am_scores + am_logprobs,
-                        hashes.view(batch_size, beam * width).gather(1, index), extended.lengths + 1, chosen,
-                        extended.origins, new_tokens, new_logprobs)
-        return next_set, parents, chosen
+        width = candidates.shape[1]
+        column = candidates.clamp(min=0)
+        exits = (candidates >= 0) & ~self.emissions.is_token[column]
+        members = current.gather(self.slots.repeat_interleave(width, dim=1))
+        return dataclasses.replace(
+            members,
+            scores=torch.where(exits, current.scores.view(-1, 1) + scores.gather(1, column),
+                               -torch.inf).view(batch_size, beam * width),
+            am_scores=(current.am_scores.view(-1, 1) + am_logprobs.gather(1, column)).view(batch_size, beam * width),
+            time=(t + self.emissions.advance[column]).view(batch_size, beam * width),
+        )
 
-    def _select(self, pool: _Set, pool_sources: list[int], sources: list, t: int) -> None:
-        """Merge equal sequences of the pool, keep each utterance's ``K`` best as the beam of ``t + 1``, and write
-        their tokens into the tree."""
+    def _best_tokens(self, current: _Set, candidates: torch.Tensor, scores: torch.Tensor, am_logprobs: torch.Tensor,
+                     label_logprobs: torch.Tensor, step: int, t: int) -> tuple[_Set, torch.Tensor]:
+        """The ``K`` best token extensions ``[B, K]`` per utterance of the members of ``current``, and their
+        tokens; the predictor has yet to read them (``rows`` point at their parents' state)."""
+        batch_size, beam = current.scores.shape
+        width = candidates.shape[1]
+        column = candidates.clamp(min=0)
+        tokens = (candidates >= 0) & self.emissions.is_token[column]
+        totals = torch.where(tokens, current.scores.view(-1, 1) + scores.gather(1, column), -torch.inf)
+        if self.options.pruning == "early":
+            ranking = torch.where(tokens, current.scores.view(-1, 1) + am_logprobs.gather(1, column), -torch.inf)
+        else:
+            ranking = totals
+        top_ranks, index = ranking.view(batch_size, beam * width).topk(beam, dim=1)  # [B, K]
+        parents = index // width
+        flat = (self.flat_base + parents).view(-1)
+        chosen_column = column.view(batch_size, beam * width).gather(1, index).view(-1)
+        labels = self.emissions.labels[chosen_column].view(batch_size, beam)
+        extended = current.gather(parents)
+        new_tokens, new_durations = extended.new_tokens.clone(), extended.new_durations.clone()
+        new_logprobs = extended.new_logprobs.clone()
+        new_tokens[:, :, step] = labels
+        new_durations[:, :, step] = self.emissions.durations[chosen_column].view(batch_size, beam)
+        new_logprobs[:, :, step] = label_logprobs[flat, chosen_column].view(batch_size, beam)
+        chosen = _Set(
+            torch.where(top_ranks > -torch.inf, totals.view(batch_size, beam * width).gather(1, index), -torch.inf),
+            extended.am_scores + am_logprobs[flat, chosen_column].view(batch_size, beam),
+            (extended.hashes * HASH_BASE + labels + 1) % HASH_MODULUS, extended.lengths + 1, labels,
+            t + self.emissions.advance[chosen_column].view(batch_size, beam), extended.origins, extended.rows,
+            new_tokens, new_durations, new_logprobs)
+        return chosen, labels
+
+    def _select(self, parts: list[_Set], part_sources: list[int], sources: list, t: int, steps_taken: int) -> None:
+        """Merge equal hypotheses of the pool (``parts``, made with the predictor state ``sources[part_sources[i]]``),
+        keep each utterance's ``K`` best as the beam, and write their tokens into the tree."""
         hyps, beam = self.hyps, self.hyps.beam_size
-        batch_size, size = pool.scores.shape
-        alive = pool.scores > -torch.inf
+        pool = _cat(parts)
+        # Each entry's predictor and fusion states: its row of the source its pool part was made from.
+        source = torch.cat([torch.full((part.scores.shape[1],), number, device=pool.scores.device)
+                            for part, number in zip(parts, part_sources, strict=True)]).expand_as(pool.rows)
+        # Most of the pool is empty (candidates not kept): drop that before the pairwise merge.
+        alive = int((pool.scores > -torch.inf).sum(dim=1).max())
+        if alive < pool.scores.shape[1]:
+            _, kept = pool.scores.topk(max(alive, beam), dim=1)
+            pool, source = pool.gather(kept), source.gather(1, kept)
         if self.options.merge != "none":
-            same = ((pool.hashes.unsqueeze(2) == pool.hashes.unsqueeze(1))
-                    & (pool.lengths.unsqueeze(2) == pool.lengths.unsqueeze(1))
-                    & (pool.last_tokens.unsqueeze(2) == pool.last_tokens.unsqueeze(1))
-                    & alive.unsqueeze(2) & alive.unsqueeze(1))  # [B, P, P]
-            index = torch.arange(size, device=same.device)
-            score_i, score_j = pool.scores.unsqueeze(2), pool.scores.unsqueeze(1)
-            better = (score_i > score_j) | ((score_i == score_j) & (index.view(1, -1, 1) < index.view(1, 1, -1)))
-            merged_away = (same & better).any(dim=1)
-            if self.options.merge == "logsumexp":
-                pool.scores = torch.where(same, pool.scores.unsqueeze(1), -torch.inf).logsumexp(dim=2)
-                pool.am_scores = torch.where(same, pool.am_scores.unsqueeze(1), -torch.inf).logsumexp(dim=2)
-            pool.scores = pool.scores.masked_fill(merged_away, -torch.inf)
+            self._merge(pool)
         _, index = pool.scores.topk(beam, dim=1)  # [B, K]
         chosen = pool.gather(index)
-        # Each chosen entry's predictor and fusion states: row (its slot in the pool part) of its source.
-        part = index // beam
-        rows = (self.flat_base + index % beam).view(-1)
-        source_of_part = torch.tensor(pool_sources, device=index.device)[part].view(-1)
-        state = projection = scorer_state = None
+        source_of_chosen = source.gather(1, index).view(-1)
+        rows = chosen.rows.view(-1)
+        state, projection, scorer_state = (None, None, None)
         for number, (source_state, source_projection, source_scorer) in enumerate(sources):
-            mask = source_of_part == number
+            mask = source_of_chosen == number
             if state is None:
                 state = self.predictor.gather_state(source_state, rows)
                 projection = source_projection[rows]
@@ -254,11 +331,30 @@ class _AesSearch:
         self.state, self.predictor_proj, self.scorer_state = state, projection, scorer_state
         hyps.reorder(chosen.origins)
         times = torch.full_like(chosen.origins, t)
-        zeros = torch.zeros_like(chosen.origins)
-        for step in range(self.steps):
-            hyps.add_step(chosen.origins if step == 0 else self.slots, chosen.new_tokens[:, :, step], times, zeros,
-                          chosen.new_logprobs[:, :, step])
-        hyps.scores, hyps.am_scores = chosen.scores, chosen.am_scores
+        for step in range(steps_taken):
+            hyps.add_step(chosen.origins if step == 0 else self.slots, chosen.new_tokens[:, :, step], times,
+                          chosen.new_durations[:, :, step], chosen.new_logprobs[:, :, step])
+        hyps.scores, hyps.am_scores, hyps.time = chosen.scores, chosen.am_scores, chosen.time
+
+    def _merge(self, pool: _Set) -> None:
+        """Merge entries with the same tokens at the same frame (or both finished) into the best of them."""
+        alive = pool.scores > -torch.inf
+        finished = pool.time >= self.lengths
+
+        def pairwise(x: torch.Tensor) -> torch.Tensor:
+            return x.unsqueeze(2) == x.unsqueeze(1)
+
+        same_place = pairwise(pool.time) | (finished.unsqueeze(2) & finished.unsqueeze(1))
+        same = (pairwise(pool.hashes) & pairwise(pool.lengths) & pairwise(pool.last_tokens) & same_place
+                & alive.unsqueeze(2) & alive.unsqueeze(1))  # [B, P, P]
+        index = torch.arange(pool.scores.shape[1], device=same.device)
+        score_i, score_j = pool.scores.unsqueeze(2), pool.scores.unsqueeze(1)
+        better = (score_i > score_j) | ((score_i == score_j) & (index.view(1, -1, 1) < index.view(1, 1, -1)))
+        merged_away = (same & better).any(dim=1)
+        if self.options.merge == "logsumexp":
+            pool.scores = torch.where(same, pool.scores.unsqueeze(1), -torch.inf).logsumexp(dim=2)
+            pool.am_scores = torch.where(same, pool.am_scores.unsqueeze(1), -torch.inf).logsumexp(dim=2)
+        pool.scores = pool.scores.masked_fill(merged_away, -torch.inf)
 
     def nbest(self) -> list[list[Hypothesis]]:
         hyps = self.hyps
