@@ -1,5 +1,5 @@
 """Graves' beam search and mAES (per utterance): brute force on tiny problems, batch invariance, n-best lists,
-fusion, prediction-network caching, the symbol limit and option checks."""
+fusion with early and late pruning, prediction-network caching, the symbol limit and option checks."""
 
 import itertools
 import math
@@ -191,7 +191,8 @@ def test_fusion_changes_the_search_and_keeps_acoustic_scores_apart(search, kind)
 
 
 @pytest.mark.parametrize("kind", list(TINY_HEADS))
-def test_fused_wide_searches_sum_every_path_alike(kind):
+@pytest.mark.parametrize("pruning", ["late", "early"])
+def test_fused_wide_searches_sum_every_path_alike(kind, pruning):
     """With fusion and no pruning both searches sum every path; a best path's acoustic score is the brute force
     score of that path, and a sequence's summed acoustic score is its brute-force total."""
     model, frames, lengths = tiny_problem(kind, "lstm", seed=4)
@@ -199,29 +200,74 @@ def test_fused_wide_searches_sum_every_path_alike(kind):
     for one, utterance_frames in utterances(frames, lengths):
         paths = all_paths(model, utterance_frames, MAX_SYMBOLS)
         by_sequence, scores = sequence_scores(paths), path_scores(paths)
-        graves, maes = (search(model, *one, MAX_SYMBOLS, merge="logsumexp", fusions=fusions, **WIDE[search]).nbest[0]
+        graves, maes = (search(model, *one, MAX_SYMBOLS, merge="logsumexp", pruning=pruning, fusions=fusions,
+                               **WIDE[search]).nbest[0]
                         for search in SEARCHES)
         assert len(graves) == len(maes) == len(by_sequence)
         for a, b in zip(graves, maes):
             assert alignment(a) == alignment(b) and a.score == pytest.approx(b.score, abs=1e-9)
             assert a.am_score == pytest.approx(by_sequence[tuple(a.tokens)], abs=1e-9)
         for search in SEARCHES:
-            best = search(model, *one, MAX_SYMBOLS, merge="max", fusions=fusions, **WIDE[search]).hypotheses()[0]
+            best = search(model, *one, MAX_SYMBOLS, merge="max", pruning=pruning, fusions=fusions,
+                          **WIDE[search]).hypotheses()[0]
             assert is_path_score(best.am_score, scores[alignment(best)])
 
 
+@pytest.mark.parametrize("kind, predictor", list(itertools.product(TINY_HEADS, PREDICTORS)))
+@pytest.mark.parametrize("search", SEARCHES)
+@pytest.mark.parametrize("merge", ["logsumexp", "max"])
+def test_early_pruning_with_a_wide_beam_is_late_pruning(search, kind, predictor, merge):
+    """Pruning nothing, it does not matter when the fusion scores count: the same n-best, scores and alignments."""
+    model, frames, lengths = tiny_problem(kind, predictor, seed=6)
+    fusions = [Fusion(BigramScorer(TINY_HEADS[kind].num_tokens, seed=2), 2.0, token_bonus=0.3, blank_scoring=True)]
+    for one, _ in utterances(frames, lengths):
+        late = search(model, *one, MAX_SYMBOLS, merge=merge, fusions=fusions, **WIDE[search]).nbest[0]
+        early = search(model, *one, MAX_SYMBOLS, merge=merge, pruning="early", fusions=fusions,
+                       **WIDE[search]).nbest[0]
+        assert len(early) == len(late) > 1
+        for a, b in zip(early, late):
+            assert alignment(a) == alignment(b) and a.token_logprobs == pytest.approx(b.token_logprobs, abs=1e-12)
+            assert a.score == pytest.approx(b.score, abs=1e-9) and a.am_score == pytest.approx(b.am_score, abs=1e-9)
+
+
+@pytest.mark.parametrize("kind", list(HEADS))
+@pytest.mark.parametrize("search", SEARCHES)
+def test_early_pruning_ranks_by_the_transducer_alone(search, kind):
+    """With a narrow beam and a strong LM, early pruning keeps other hypotheses than late pruning; without fusion the
+    two are one search."""
+    model = model_for(kind, "lstm", "label_heavy")
+    frames, lengths = encoder_batch([24, 13, 7, 19], seed=9)
+    fusions = [Fusion(BigramScorer(HEADS[kind].num_tokens, seed=5), 2.0)]
+    late = search(model, frames, lengths, 3, beam_size=2, nbest=2, fusions=fusions).nbest
+    early = search(model, frames, lengths, 3, beam_size=2, nbest=2, pruning="early", fusions=fusions).nbest
+    assert [[h.tokens for h in n] for n in late] != [[h.tokens for h in n] for n in early]
+    assert all(h.am_score != pytest.approx(h.score) for n in early for h in n if h.tokens)
+    plain = search(model, frames, lengths, 3, beam_size=2, nbest=2, pruning="early").nbest
+    late_plain = search(model, frames, lengths, 3, beam_size=2, nbest=2).nbest
+    assert all(same(a, b) for x, y in zip(plain, late_plain) for a, b in zip(x, y))
+
+
 class CountingPredictor:
-    """A predictor that records which (state, label) pairs it was run on."""
+    """An LSTM predictor that records, row by row, the state and label it was run on."""
 
     def __init__(self, predictor):
-        self.predictor, self.runs = predictor, []
+        self.predictor, self.calls, self.runs = predictor, 0, []
 
     def initial_state(self, batch_size):
         return self.predictor.initial_state(batch_size)
 
     def step(self, labels, state):
-        self.runs.append((id(state), int(labels[0])))
+        self.calls += 1
+        h, c = state  # [layers, B, H] each
+        for i, label in enumerate(labels.tolist()):
+            self.runs.append((tuple(h[:, i].flatten().tolist()), tuple(c[:, i].flatten().tolist()), label))
         return self.predictor.step(labels, state)
+
+    def select_state(self, mask, if_true, if_false):
+        return self.predictor.select_state(mask, if_true, if_false)
+
+    def gather_state(self, state, indices):
+        return self.predictor.gather_state(state, indices)
 
 
 class Wrapped:
@@ -231,13 +277,14 @@ class Wrapped:
 
 @pytest.mark.parametrize("search", SEARCHES)
 def test_the_predictor_runs_once_per_sequence(search):
-    """Prediction-network caching: no sequence is fed to the predictor twice (every cached state stays alive, so
-    a repeated (state, label) pair is a repeated sequence)."""
+    """Prediction-network caching: no sequence is fed to the predictor twice (a state and label pair fed twice would be
+    a sequence fed twice: a sequence's state is computed once and copied exactly into later batches)."""
     model = Wrapped(model_for("rnnt", "lstm", "label_heavy"))
     frames, lengths = encoder_batch([13], seed=3)
     result = search(model, frames, lengths, 3, beam_size=4)
     runs = model.predictor.runs
-    assert len(set(runs)) == len(runs) == result.stats.predictor_calls
+    assert len(set(runs)) == len(runs) > 0
+    assert model.predictor.calls == result.stats.predictor_calls
     assert result.stats.joint_calls > 0
 
 
@@ -277,6 +324,8 @@ def test_the_strategies_are_registered_with_their_options():
     (MaesOptions, dict(expansion_gamma=float("nan")), "expansion_gamma must be a non-negative number"),
     (MaesOptions, dict(num_steps=0), "num_steps must be a positive integer"),
     (MaesOptions, dict(num_steps=True), "num_steps must be a positive integer"),
+    (GravesOptions, dict(pruning="never"), "pruning must be one of"),
+    (MaesOptions, dict(pruning="sometimes"), "pruning must be one of"),
 ])
 def test_bad_options_are_rejected(options_class, values, message):
     with pytest.raises(ValueError, match=message):
