@@ -27,7 +27,8 @@ def test_every_strategy_runs_through_decode(strategy):
     ones may beat it; Graves' search at width one can still prefer a shorter prefix, so it only has to run)."""
     frames, lengths = batch()
     narrow = {"beam_alsd": {}, "beam_alsd_pp": {}, "beam_maes": {"expansion_beta": 0, "num_steps": 10},
-              "beam_aes_pp": {"expansion_beta": 0, "num_steps": 10}, "beam_graves": {}, "beam_wind": {"window_size": 1}}
+              "beam_aes_pp": {"expansion_beta": 0, "num_steps": 10}, "beam_graves": {}, "beam_wind": {"window_size": 1},
+              "beam_wind_batched": {"window_size": 1}}
     options = {"beam_size": 1, **narrow[strategy]} if strategy.startswith("beam") else {}
     hyps = decode(MODEL, frames, lengths, DecodingConfig(strategy, **options)).hypotheses()
     reference = decode(MODEL, frames, lengths, DecodingConfig(strategy="greedy_reference")).hypotheses()

@@ -37,11 +37,10 @@ from dataclasses import dataclass
 
 import torch
 
-from transdec.decoding.beam_alsd import PRUNING_MODES
 from transdec.decoding.beam_hyps import HASH_BASE, HASH_MODULUS, BatchedBeamHyps, step_rows
 from transdec.decoding.emissions import lookup_tables
 from transdec.decoding.inputs import checked_lengths
-from transdec.decoding.options import ExpansionOptions, option
+from transdec.decoding.options import ExpansionOptions, PruningOptions
 from transdec.decoding.registry import register_strategy
 from transdec.decoding.results import DecodingResult, DecodingStats, Hypothesis
 from transdec.decoding.scoring import Fusion, LabelScores, Scoring
@@ -49,16 +48,8 @@ from transdec.protocol import DecodingModel, HeadSpec
 
 
 @dataclass(frozen=True)
-class AesOptions(ExpansionOptions):
+class AesOptions(ExpansionOptions, PruningOptions):
     """Options of AES++: mAES's expansion, and with fusions, when their scores count."""
-
-    pruning: str = option("late", "with fusions (an LM): rank expansion candidates by the fused scores ('late'), "
-                                  "or by the Transducer's alone ('early')", choices=PRUNING_MODES)
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.pruning not in PRUNING_MODES:
-            raise ValueError(f"pruning must be one of {PRUNING_MODES}, got {self.pruning!r}")
 
 
 @register_strategy("beam_aes_pp", AesOptions,

@@ -34,34 +34,17 @@ from typing import Any, Callable, Hashable
 
 import torch
 
-from transdec.decoding.beam_graves import Move, label_advance, logsumexp
+from transdec.decoding.frame_search import Move, label_advance, logsumexp
 from transdec.decoding.inputs import checked_lengths
-from transdec.decoding.options import BeamOptions, option
+from transdec.decoding.options import PruningOptions, option
 from transdec.decoding.registry import register_strategy
 from transdec.decoding.results import DecodingResult, DecodingStats, Hypothesis
 from transdec.decoding.scoring import Fusion, LabelScores, Scoring
 from transdec.protocol import DecodingModel, HeadSpec
 
 
-PRUNING_MODES = ("late", "early")
-
-
 @dataclass(frozen=True)
-class AlsdPlusPlusOptions(BeamOptions):
-    """Options of ALSD++ (and of ALSD): the beam options and, with fusions, when their scores count."""
-
-    pruning: str = option("late", "with fusions (an LM): rank candidates by the fused scores ('late'), or by the "
-                                  "Transducer's alone and add the fusions' to those kept ('early')",
-                          choices=PRUNING_MODES)
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.pruning not in PRUNING_MODES:
-            raise ValueError(f"pruning must be one of {PRUNING_MODES}, got {self.pruning!r}")
-
-
-@dataclass(frozen=True)
-class AlsdOptions(AlsdPlusPlusOptions):
+class AlsdOptions(PruningOptions):
     """Options of per-utterance ALSD."""
 
     max_length_ratio: float | None = option(
@@ -143,7 +126,7 @@ def _search(model: DecodingModel, scoring: Scoring, frames: torch.Tensor, option
         kept = [_extend(model, scoring, hyp, emission, options, stats, frames.device)
                 for _, hyp, emission in candidates[: options.beam_size]]
         # Equal: the same tokens in the same state, the same frame and tokens there, or both finished.
-        beam = merge_equal(kept, options.merge, key=lambda h: (h.tokens, None, None) if h.time >= num_frames
+        beam = merge_equal(best_first(kept), options.merge, key=lambda h: (h.tokens, None, None) if h.time >= num_frames
                            else (h.tokens, h.time, h.tokens_at_frame))
         step += 1
     finished = [h for h in beam if h.time >= num_frames] or beam

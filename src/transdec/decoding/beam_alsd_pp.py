@@ -25,14 +25,14 @@ import torch
 from transdec.decoding.beam_hyps import BatchedBeamHyps, step_rows
 from transdec.decoding.emissions import lookup_tables
 from transdec.decoding.inputs import checked_lengths
-from transdec.decoding.beam_alsd import AlsdPlusPlusOptions
+from transdec.decoding.options import PruningOptions
 from transdec.decoding.registry import register_strategy
 from transdec.decoding.results import DecodingResult, DecodingStats
 from transdec.decoding.scoring import Fusion, Scoring
 from transdec.protocol import DecodingModel
 
 
-@register_strategy("beam_alsd_pp", AlsdPlusPlusOptions,
+@register_strategy("beam_alsd_pp", PruningOptions,
                    "ALSD++: alignment-length synchronous beam search batched over utterances and beams")
 @torch.inference_mode()
 def beam_alsd_pp(
@@ -50,7 +50,7 @@ def beam_alsd_pp(
     """Beam search over ``encoder_out [B, T, D]`` with valid ``lengths [B]``; ``result.nbest`` has each
     utterance's ``nbest`` best hypotheses."""
     lengths = checked_lengths(encoder_out, lengths)
-    options = AlsdPlusPlusOptions(max_symbols_per_frame=max_symbols_per_frame, beam_size=beam_size, nbest=nbest,
+    options = PruningOptions(max_symbols_per_frame=max_symbols_per_frame, beam_size=beam_size, nbest=nbest,
                                   merge=merge, length_norm=length_norm, pruning=pruning)
     search = _AlsdSearch(model, encoder_out, lengths, options, Scoring(model.head, fusions))
     while search.step():
@@ -63,7 +63,7 @@ class _AlsdSearch:
     """The state of one batched search; :meth:`step` runs one search step."""
 
     def __init__(self, model: DecodingModel, encoder_out: torch.Tensor, lengths: torch.Tensor,
-                 options: AlsdPlusPlusOptions,
+                 options: PruningOptions,
                  scoring: Scoring) -> None:
         self.head, self.predictor, self.joint = model.head, model.predictor, model.joint
         self.options, self.scoring = options, scoring
@@ -106,7 +106,10 @@ class _AlsdSearch:
             ranking = torch.cat([torch.where(flat_active, scores + emission["am_logprob"], -torch.inf),
                                  torch.where(flat_active, -torch.inf, scores)], dim=1)
             _, top = ranking.view(batch_size, beam * width).topk(beam, dim=1)
-            top_scores = candidates.view(batch_size, beam * width).gather(1, top)
+            # Slots in score order, as merging expects: the best of equal hypotheses is the best scored.
+            top_scores, order = candidates.view(batch_size, beam * width).gather(1, top).sort(
+                dim=1, descending=True, stable=True)
+            top = top.gather(1, order)
         else:
             top_scores, top = candidates.view(batch_size, beam * width).topk(beam, dim=1)  # [B, K]
         parents, which = top // width, top % width

@@ -86,6 +86,23 @@ class BeamOptions(GreedyOptions):
             raise ValueError(f"merge must be one of {MERGE_RULES}, got {self.merge!r}")
 
 
+PRUNING_MODES = ("late", "early")
+
+
+@dataclass(frozen=True)
+class PruningOptions(BeamOptions):
+    """Beam options with fusions' place in the ranking (beam-search paper, Sec. 2.3)."""
+
+    pruning: str = option("late", "with fusions (an LM): rank candidates by the fused scores ('late'), or by the "
+                                  "Transducer's alone and add the fusions' to those kept ('early')",
+                          choices=PRUNING_MODES)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.pruning not in PRUNING_MODES:
+            raise ValueError(f"pruning must be one of {PRUNING_MODES}, got {self.pruning!r}")
+
+
 @dataclass(frozen=True)
 class ExpansionOptions(BeamOptions):
     """Beam options with mAES's adaptive expansion (mAES and AES++)."""

@@ -1,0 +1,267 @@
+"""WIND beam search (WIND paper, Algorithm 3) batched over utterances, RNN-T heads.
+
+The search of :mod:`transdec.decoding.beam_wind`, with the same results under ``merge="max"``: each utterance
+takes the hypotheses waiting at its earliest frame ``t``, keeps the ``K = beam_size`` best, feeds each its last
+token, and expands it with one joint call over the window ``t .. t+n-1`` (``n = min(window_size, T - t)``) into
+its ``K`` best of "blanks up to window position ``k``, then token ``v`` at ``t+k``" and "blanks over the whole
+window". Here every utterance does that in the same round: one predictor call for the last tokens of all
+``B x K`` hypotheses taken, one joint call over their ``B x K x n`` window frames.
+
+Waiting hypotheses live in a fixed store of ``P = K * (window_size + 2)`` slots per utterance
+(:class:`~transdec.decoding.beam_hyps.BatchedBeamHyps`, tokens in its tree). New hypotheses are merged into it
+on arrival (the same tokens at the same frame with the same number of tokens emitted there, or both finished),
+and each frame keeps only its ``K`` best: the ``K`` a frame will give when its turn comes are among them, so
+with ``"max"`` this is exact, and every waiting hypothesis lies within one window of the earliest frame, which
+bounds the store. With ``"logsumexp"`` a hypothesis dropped early does not add its share to a later equal one,
+as it would in the per-utterance search.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from transdec.decoding.beam_hyps import HASH_BASE, HASH_MODULUS, BatchedBeamHyps, step_rows
+from transdec.decoding.beam_wind import WindBeamOptions
+from transdec.decoding.inputs import checked_lengths
+from transdec.decoding.registry import register_strategy
+from transdec.decoding.results import DecodingResult, DecodingStats, Hypothesis
+from transdec.decoding.scoring import Fusion, Scoring
+from transdec.protocol import DecodingModel
+
+
+@register_strategy("beam_wind_batched", WindBeamOptions,
+                   "WIND beam search batched over utterances: a window of frames per joint call (RNN-T)")
+@torch.inference_mode()
+def beam_wind_batched(
+    model: DecodingModel,
+    encoder_out: torch.Tensor,
+    lengths: torch.Tensor,
+    max_symbols_per_frame: int | None = 10,
+    beam_size: int = 4,
+    nbest: int = 1,
+    merge: str = "max",
+    length_norm: bool = False,
+    window_size: int = 8,
+    fusions: Sequence[Fusion] = (),
+) -> DecodingResult:
+    """WIND beam search over ``encoder_out [B, T, D]`` with valid ``lengths [B]``, all utterances at once."""
+    if model.head.kind != "rnnt":
+        raise ValueError(f"beam_wind_batched needs an RNN-T head, not {model.head.kind!r} (its blanks jump by "
+                         "durations); use beam_alsd_pp")
+    lengths = checked_lengths(encoder_out, lengths)
+    options = WindBeamOptions(max_symbols_per_frame=max_symbols_per_frame, beam_size=beam_size, nbest=nbest,
+                              merge=merge, length_norm=length_norm, window_size=window_size)
+    search = _WindSearch(model, encoder_out, lengths, options, Scoring(model.head, fusions))
+    while search.round():
+        pass
+    return DecodingResult.from_nbest(search.nbest(), search.stats, encoder_out.device, encoder_out.dtype)
+
+
+# The fields of a store entry or a new hypothesis, each [B, N]: what BatchedBeamHyps keeps per slot, the node it
+# adds to the tree (parent slot, token or -1, frame, log-prob), the token its predictor has yet to read (-1: none)
+# and where its predictor state is (bank 0: the store, bank 1: the hypotheses expanded this round; row in it).
+_FIELDS = ("scores", "am_scores", "time", "tokens_at_frame", "hashes", "lengths", "last_tokens", "parents", "tokens",
+           "timestamps", "logprobs", "pending", "bank", "rows")
+
+
+class _WindSearch:
+    def __init__(self, model: DecodingModel, encoder_out: torch.Tensor, lengths: torch.Tensor,
+                 options: WindBeamOptions, scoring: Scoring) -> None:
+        self.head, self.predictor, self.joint = model.head, model.predictor, model.joint
+        self.options, self.scoring = options, scoring
+        batch_size, self.max_time, _ = encoder_out.shape
+        device = encoder_out.device
+        self.beam, self.window = options.beam_size, options.window_size
+        size = self.beam * (self.window + 2)
+        self.lengths = lengths.unsqueeze(1)  # [B, 1]
+        self.rows = torch.arange(batch_size, device=device).unsqueeze(1)  # [B, 1]
+        self.encoder_proj = self.joint.project_encoder(encoder_out)  # [B, T, J]
+        self.hyps = BatchedBeamHyps(batch_size, size, device, encoder_out.dtype)
+        self.slots = torch.arange(size, device=device).expand(batch_size, size)
+        self.pending = torch.full((batch_size, size), -1, dtype=torch.long, device=device)
+        self.stats = DecodingStats()
+        flat = batch_size * size
+        start = torch.full((flat,), self.head.predictor_blank_id, dtype=torch.long, device=device)
+        out, self.state = self.predictor.step(start, self.predictor.initial_state(flat))
+        self.predictor_proj = self.joint.project_predictor(out)  # [B*P, J]: after every token but the pending one
+        self.stats.predictor_calls += 1
+        self.scorer_state = scoring.initial_state(flat, device)
+
+    def round(self) -> bool:
+        """Expand every utterance's best hypotheses at its earliest frame; False once all are finished."""
+        hyps, beam = self.hyps, self.beam
+        batch_size, size = hyps.scores.shape
+        waiting = (hyps.scores > -torch.inf) & (hyps.time < self.lengths)
+        if not bool(waiting.any()):
+            return False
+        never = self.max_time + self.window + 1
+        t = torch.where(waiting, hyps.time, never).min(dim=1, keepdim=True).values  # [B, 1]
+        here = waiting & (hyps.time == t)
+        taken_scores, taken = torch.where(here, hyps.scores, -torch.inf).topk(beam, dim=1)  # [B, K]
+        new = self._expand(t, taken, taken_scores > -torch.inf)
+        old = {name: getattr(hyps, name) for name in ("scores", "am_scores", "time", "tokens_at_frame", "hashes",
+                                                      "lengths", "last_tokens")}
+        old["scores"] = torch.where(here, -torch.inf, hyps.scores)  # those at t were taken or pruned
+        old.update(parents=self.slots, tokens=torch.full_like(self.slots, -1), timestamps=torch.zeros_like(self.slots),
+                   logprobs=torch.zeros_like(hyps.scores), pending=self.pending, bank=torch.zeros_like(self.slots),
+                   rows=self.rows * size + self.slots)
+        store = {name: torch.cat([old[name], new[name]], dim=1) for name in _FIELDS}
+        # Most entries are empty (free slots, pruned candidates): drop them before the pairwise comparisons.
+        alive = int((store["scores"] > -torch.inf).sum(dim=1).max())
+        if alive < store["scores"].shape[1]:
+            _, kept = store["scores"].topk(max(alive, size), dim=1)
+            store = {name: value.gather(1, kept) for name, value in store.items()}
+        self._merge(store)
+        self._keep_best_per_frame(store)
+        _, index = store["scores"].topk(size, dim=1)
+        chosen = {name: value.gather(1, index) for name, value in store.items()}
+        self._write(chosen)
+        return True
+
+    def _expand(self, t: torch.Tensor, taken: torch.Tensor, valid: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The ``K`` best window expansions ``[B, K * K]`` of the hypotheses in slots ``taken [B, K]`` (``valid``
+        where there is one), after feeding them their pending tokens; the fed states become bank 1."""
+        hyps, head, beam, window = self.hyps, self.head, self.beam, self.window
+        batch_size, size = hyps.scores.shape
+        flat = (self.rows * size + taken).view(-1)  # [B*K]
+        state = self.predictor.gather_state(self.state, flat)
+        projection = self.predictor_proj[flat]
+        scorer_state = self.scoring.gather_state(self.scorer_state, flat)
+        pending = self.pending.gather(1, taken).view(-1)
+        feed = (pending >= 0) & valid.view(-1)
+        if bool(feed.any()):
+            fed_state, fed_projection = step_rows(self.predictor, self.joint, pending, state, feed,
+                                                  head.predictor_blank_id)
+            self.stats.predictor_calls += 1
+            state = self.predictor.select_state(feed, fed_state, state)
+            projection = torch.where(feed.unsqueeze(1), fed_projection, projection)
+            scorer_state = self.scoring.advance(scorer_state, pending, feed)
+        self.fed = (state, projection, scorer_state)
+
+        positions = t + torch.arange(window, device=t.device)  # [B, n]
+        inside = (positions < self.lengths).repeat_interleave(beam, dim=0)  # [B*K, n]
+        frames = self.encoder_proj[self.rows, positions.clamp(max=self.max_time - 1)]  # [B, n, J]
+        frames = frames.repeat_interleave(beam, dim=0)  # [B*K, n, J]
+        scored = self.scoring(self.joint.combine(frames, projection.unsqueeze(1)), self.scoring.context(scorer_state))
+        self.stats.joint_calls += 1
+        count = inside.shape[0]
+
+        def blank_runs(values: torch.Tensor) -> torch.Tensor:
+            """``[B*K, n + 1]``: the blanks' total before each window position, the last over the whole window."""
+            blanks = values[:, :, head.blank_id].masked_fill(~inside, 0.0)
+            return torch.cat([blanks.new_zeros(count, 1), blanks.cumsum(dim=1)], dim=1)
+
+        def with_runs(values: torch.Tensor, runs: torch.Tensor) -> torch.Tensor:
+            """``[B*K, n * V + 1]``: blanks then each token at each position, then blanks over the whole window."""
+            tokens = (runs[:, :window].unsqueeze(2) + values[:, :, : head.num_tokens]).masked_fill(
+                ~inside.unsqueeze(2), -torch.inf)
+            return torch.cat([tokens.flatten(1), runs.gather(1, inside.sum(dim=1, keepdim=True))], dim=1)
+
+        scores = with_runs(scored.scores, blank_runs(scored.scores))
+        am_logprobs = with_runs(scored.label_logprobs, blank_runs(scored.label_logprobs))
+        top_scores, top = scores.topk(min(beam, scores.shape[1]), dim=1)  # [B*K, C]
+        width = top.shape[1]
+        whole_window = top == window * head.num_tokens
+        offset = torch.where(whole_window, 0, top // head.num_tokens)
+        token = torch.where(whole_window, -1, top % head.num_tokens)
+        logprob = scored.label_logprobs[:, :, : head.num_tokens].flatten(1).gather(1, top.clamp(
+            max=window * head.num_tokens - 1))
+
+        def per_taken(x: torch.Tensor) -> torch.Tensor:  # [B, K] -> [B*K, 1]
+            return x.reshape(-1, 1)
+
+        parent = hyps.time.gather(1, taken)  # the frame t of each taken hypothesis, [B, K]
+        taken_fields = {name: per_taken(getattr(hyps, name).gather(1, taken))
+                        for name in ("scores", "am_scores", "tokens_at_frame", "hashes", "lengths", "last_tokens")}
+        emitted = token >= 0
+        tokens_at_frame = torch.where(emitted, torch.where(offset == 0, taken_fields["tokens_at_frame"], 0) + 1, 0)
+        time = per_taken(parent) + torch.where(whole_window, inside.sum(dim=1, keepdim=True), offset)
+        if self.options.max_symbols_per_frame is not None:
+            forced = tokens_at_frame >= self.options.max_symbols_per_frame
+            time = time + forced
+            tokens_at_frame = tokens_at_frame.masked_fill(forced, 0)
+        new = {
+            "scores": torch.where(per_taken(valid) & (top_scores > -torch.inf), taken_fields["scores"] + top_scores,
+                                  -torch.inf),
+            "am_scores": taken_fields["am_scores"] + am_logprobs.gather(1, top),
+            "time": time,
+            "tokens_at_frame": tokens_at_frame,
+            "hashes": torch.where(emitted, (taken_fields["hashes"] * HASH_BASE + token + 1) % HASH_MODULUS,
+                                  taken_fields["hashes"]),
+            "lengths": taken_fields["lengths"] + emitted,
+            "last_tokens": torch.where(emitted, token, taken_fields["last_tokens"]),
+            "parents": per_taken(taken).expand(-1, width),
+            "tokens": token,
+            "timestamps": per_taken(parent) + offset,
+            "logprobs": logprob,
+            "pending": token,
+            "bank": torch.ones_like(token),
+            "rows": torch.arange(count, device=top.device).unsqueeze(1).expand(-1, width),
+        }
+        return {name: value.reshape(batch_size, beam * width) for name, value in new.items()}
+
+    def _merge(self, store: dict[str, torch.Tensor]) -> None:
+        """Merge equal entries (same tokens at the same frame with the same tokens there, or both finished)."""
+        if self.options.merge == "none":
+            return
+        scores = store["scores"]
+        alive = scores > -torch.inf
+        finished = store["time"] >= self.lengths
+
+        def pairwise(name: str) -> torch.Tensor:
+            return store[name].unsqueeze(2) == store[name].unsqueeze(1)
+
+        same_place = (pairwise("time") & pairwise("tokens_at_frame")) | (finished.unsqueeze(2) & finished.unsqueeze(1))
+        same = (pairwise("hashes") & pairwise("lengths") & pairwise("last_tokens") & same_place
+                & alive.unsqueeze(2) & alive.unsqueeze(1))  # [B, N, N]
+        merged_away = (same & _better(scores)).any(dim=1)
+        if self.options.merge == "logsumexp":
+            for name in ("scores", "am_scores"):
+                store[name] = torch.where(same, store[name].unsqueeze(1), -torch.inf).logsumexp(dim=2)
+        store["scores"] = store["scores"].masked_fill(merged_away, -torch.inf)
+
+    def _keep_best_per_frame(self, store: dict[str, torch.Tensor]) -> None:
+        """Drop all but the ``K`` best entries of each frame (the finished count as one frame)."""
+        scores = store["scores"]
+        alive = scores > -torch.inf
+        place = torch.where(store["time"] >= self.lengths, -1, store["time"])
+        same = (place.unsqueeze(2) == place.unsqueeze(1)) & alive.unsqueeze(2) & alive.unsqueeze(1)
+        rank = (same & _better(scores)).sum(dim=1)  # entries of the same frame ahead of each one
+        store["scores"] = scores.masked_fill(rank >= self.beam, -torch.inf)
+
+    def _write(self, chosen: dict[str, torch.Tensor]) -> None:
+        """Make ``chosen [B, P]`` the store: tree nodes, per-slot fields and predictor states."""
+        hyps = self.hyps
+        hyps.reorder(chosen["parents"])
+        hyps.add_step(chosen["parents"], chosen["tokens"], chosen["timestamps"], torch.zeros_like(chosen["tokens"]),
+                      chosen["logprobs"])
+        hyps.scores, hyps.am_scores = chosen["scores"], chosen["am_scores"]
+        hyps.time, hyps.tokens_at_frame = chosen["time"], chosen["tokens_at_frame"]
+        self.pending = chosen["pending"]
+        from_fed = (chosen["bank"] == 1).view(-1)
+        rows = chosen["rows"].view(-1)
+        fed_rows, old_rows = rows.masked_fill(~from_fed, 0), rows.masked_fill(from_fed, 0)
+        state, projection, scorer_state = self.fed
+        self.state = self.predictor.select_state(from_fed, self.predictor.gather_state(state, fed_rows),
+                                                 self.predictor.gather_state(self.state, old_rows))
+        self.predictor_proj = torch.where(from_fed.unsqueeze(1), projection[fed_rows], self.predictor_proj[old_rows])
+        self.scorer_state = tuple(
+            fusion.scorer.select_state(from_fed, fusion.scorer.gather_state(fed, fed_rows),
+                                       fusion.scorer.gather_state(kept, old_rows))
+            for fusion, fed, kept in zip(self.scoring.fusions, scorer_state, self.scorer_state, strict=True))
+
+    def nbest(self) -> list[list[Hypothesis]]:
+        """Each utterance's ``nbest`` best finished hypotheses, best first."""
+        hyps = self.hyps
+        ranking = hyps.scores / hyps.lengths.clamp(min=1) if self.options.length_norm else hyps.scores
+        top_scores, top = ranking.topk(self.options.nbest, dim=1)
+        return hyps.hypotheses(torch.where(top_scores > -torch.inf, top, -1))
+
+
+def _better(scores: torch.Tensor) -> torch.Tensor:
+    """``[B, N, N]``: entry ``i`` ranks ahead of entry ``j`` (a higher score, or equal and earlier)."""
+    index = torch.arange(scores.shape[1], device=scores.device)
+    score_i, score_j = scores.unsqueeze(2), scores.unsqueeze(1)
+    return (score_i > score_j) | ((score_i == score_j) & (index.view(1, -1, 1) < index.view(1, 1, -1)))
