@@ -4,5 +4,6 @@ An adapter wraps a model made elsewhere (a NeMo ``.nemo`` checkpoint, an icefall
 Transducer) so that it is a :class:`~transdec.protocol.DecodingModel` (``head``, ``predictor``, ``joint``: every
 decoder runs on it) and a :class:`~transdec.protocol.SpeechModel` (``encode``, ``tokenizer``, ``sample_rate``,
 ``frame_shift_seconds``: ``transcribe`` and ``evaluate`` run on it). Adapters import their toolkit-specific
-dependencies lazily, so that ``import transdec`` stays light. None ships yet.
+dependencies lazily, so that ``import transdec`` stays light. :mod:`transdec.adapters.nemo` reads ``.nemo``
+checkpoints.
 """
