@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 import torch
 
-from transdec.decoding.beam_hyps import HASH_BASE, HASH_MODULUS, BatchedBeamHyps, step_rows
+from transdec.decoding.beam_hyps import HASH_BASE, HASH_MODULUS, BatchedBeamHyps, ranks_ahead, step_rows
 from transdec.decoding.emissions import lookup_tables
 from transdec.decoding.inputs import checked_lengths
 from transdec.decoding.options import ExpansionOptions, PruningOptions
@@ -317,8 +317,8 @@ class _AesSearch:
                 continue
             state = self.predictor.select_state(mask, self.predictor.gather_state(source_state, rows), state)
             projection = torch.where(mask.unsqueeze(1), source_projection[rows], projection)
-            scorer_state = _select_scorer(self.scoring, mask, self.scoring.gather_state(source_scorer, rows),
-                                          scorer_state)
+            scorer_state = self.scoring.select_state(mask, self.scoring.gather_state(source_scorer, rows),
+                                                     scorer_state)
         self.state, self.predictor_proj, self.scorer_state = state, projection, scorer_state
         hyps.reorder(chosen.origins)
         times = torch.full_like(chosen.origins, t)
@@ -338,10 +338,7 @@ class _AesSearch:
         same_place = pairwise(pool.time) | (finished.unsqueeze(2) & finished.unsqueeze(1))
         same = (pairwise(pool.hashes) & pairwise(pool.lengths) & pairwise(pool.last_tokens) & same_place
                 & alive.unsqueeze(2) & alive.unsqueeze(1))  # [B, P, P]
-        index = torch.arange(pool.scores.shape[1], device=same.device)
-        score_i, score_j = pool.scores.unsqueeze(2), pool.scores.unsqueeze(1)
-        better = (score_i > score_j) | ((score_i == score_j) & (index.view(1, -1, 1) < index.view(1, 1, -1)))
-        merged_away = (same & better).any(dim=1)
+        merged_away = (same & ranks_ahead(pool.scores)).any(dim=1)
         if self.options.merge == "logsumexp":
             pool.scores = torch.where(same, pool.scores.unsqueeze(1), -torch.inf).logsumexp(dim=2)
             pool.am_scores = torch.where(same, pool.am_scores.unsqueeze(1), -torch.inf).logsumexp(dim=2)
@@ -353,6 +350,3 @@ class _AesSearch:
         top_scores, top = ranking.topk(self.options.nbest, dim=1)
         return hyps.hypotheses(torch.where(top_scores > -torch.inf, top, -1))
 
-
-def _select_scorer(scoring: Scoring, mask: torch.Tensor, if_true: tuple, if_false: tuple) -> tuple:
-    return tuple(f.scorer.select_state(mask, a, b) for f, a, b in zip(scoring.fusions, if_true, if_false, strict=True))

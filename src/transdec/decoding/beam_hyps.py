@@ -10,7 +10,8 @@ Memory grows with the number of steps, one node per hypothesis per step, not wit
 The hash of a token sequence ``y`` is ``H(y + [k]) = (H(y) * P + k + 1) mod M`` with primes ``P`` and ``M``
 chosen so that the product fits in int64; hypotheses are the same tokens when hash, length and last token agree.
 
-:func:`step_rows` feeds the predictor the tokens of the hypotheses that emitted one, as the batched searches need.
+:func:`step_rows` feeds the predictor the tokens of the hypotheses that emitted one, as the batched searches need;
+:func:`ranks_ahead` orders candidates for merging.
 """
 
 from __future__ import annotations
@@ -130,3 +131,11 @@ def step_rows(predictor: Predictor, joint: Joint, labels: torch.Tensor, state: P
     out, new_state = predictor.step(labels[rows], predictor.gather_state(state, rows))
     position = torch.zeros_like(labels).index_put_((rows,), torch.arange(len(rows), device=rows.device))
     return predictor.gather_state(new_state, position), joint.project_predictor(out)[position]
+
+
+def ranks_ahead(scores: torch.Tensor) -> torch.Tensor:
+    """``[B, N, N]``: whether entry ``i`` of ``scores [B, N]`` ranks ahead of entry ``j`` (a higher score, or the
+    same and earlier), so that of equal entries exactly one is ahead of all the others."""
+    index = torch.arange(scores.shape[1], device=scores.device)
+    score_i, score_j = scores.unsqueeze(2), scores.unsqueeze(1)
+    return (score_i > score_j) | ((score_i == score_j) & (index.view(1, -1, 1) < index.view(1, 1, -1)))

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 
 import torch
 
-from transdec.decoding.beam_hyps import HASH_BASE, HASH_MODULUS, BatchedBeamHyps, step_rows
+from transdec.decoding.beam_hyps import HASH_BASE, HASH_MODULUS, BatchedBeamHyps, ranks_ahead, step_rows
 from transdec.decoding.beam_wind import WindBeamOptions
 from transdec.decoding.inputs import checked_lengths
 from transdec.decoding.registry import register_strategy
@@ -216,7 +216,7 @@ class _WindSearch:
         same_place = (pairwise("time") & pairwise("tokens_at_frame")) | (finished.unsqueeze(2) & finished.unsqueeze(1))
         same = (pairwise("hashes") & pairwise("lengths") & pairwise("last_tokens") & same_place
                 & alive.unsqueeze(2) & alive.unsqueeze(1))  # [B, N, N]
-        merged_away = (same & _better(scores)).any(dim=1)
+        merged_away = (same & ranks_ahead(scores)).any(dim=1)
         if self.options.merge == "logsumexp":
             for name in ("scores", "am_scores"):
                 store[name] = torch.where(same, store[name].unsqueeze(1), -torch.inf).logsumexp(dim=2)
@@ -228,7 +228,7 @@ class _WindSearch:
         alive = scores > -torch.inf
         place = torch.where(store["time"] >= self.lengths, -1, store["time"])
         same = (place.unsqueeze(2) == place.unsqueeze(1)) & alive.unsqueeze(2) & alive.unsqueeze(1)
-        rank = (same & _better(scores)).sum(dim=1)  # entries of the same frame ahead of each one
+        rank = (same & ranks_ahead(scores)).sum(dim=1)  # entries of the same frame ahead of each one
         store["scores"] = scores.masked_fill(rank >= self.beam, -torch.inf)
 
     def _write(self, chosen: dict[str, torch.Tensor]) -> None:
@@ -247,10 +247,8 @@ class _WindSearch:
         self.state = self.predictor.select_state(from_fed, self.predictor.gather_state(state, fed_rows),
                                                  self.predictor.gather_state(self.state, old_rows))
         self.predictor_proj = torch.where(from_fed.unsqueeze(1), projection[fed_rows], self.predictor_proj[old_rows])
-        self.scorer_state = tuple(
-            fusion.scorer.select_state(from_fed, fusion.scorer.gather_state(fed, fed_rows),
-                                       fusion.scorer.gather_state(kept, old_rows))
-            for fusion, fed, kept in zip(self.scoring.fusions, scorer_state, self.scorer_state, strict=True))
+        self.scorer_state = self.scoring.select_state(from_fed, self.scoring.gather_state(scorer_state, fed_rows),
+                                                      self.scoring.gather_state(self.scorer_state, old_rows))
 
     def nbest(self) -> list[list[Hypothesis]]:
         """Each utterance's ``nbest`` best finished hypotheses, best first."""
@@ -259,9 +257,3 @@ class _WindSearch:
         top_scores, top = ranking.topk(self.options.nbest, dim=1)
         return hyps.hypotheses(torch.where(top_scores > -torch.inf, top, -1))
 
-
-def _better(scores: torch.Tensor) -> torch.Tensor:
-    """``[B, N, N]``: entry ``i`` ranks ahead of entry ``j`` (a higher score, or equal and earlier)."""
-    index = torch.arange(scores.shape[1], device=scores.device)
-    score_i, score_j = scores.unsqueeze(2), scores.unsqueeze(1)
-    return (score_i > score_j) | ((score_i == score_j) & (index.view(1, -1, 1) < index.view(1, 1, -1)))

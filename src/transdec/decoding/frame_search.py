@@ -291,8 +291,7 @@ class FrameSearch:
             mask = torch.zeros(len(entries), dtype=torch.bool, device=self.device)
             mask[positions] = True
             state = self._predictor.select_state(mask, gathered, state)
-            scorer_state = tuple(f.scorer.select_state(mask, a, b)
-                                 for f, a, b in zip(self.scoring.fusions, gathered_scorer, scorer_state, strict=True))
+            scorer_state = self.scoring.select_state(mask, gathered_scorer, scorer_state)
         return state, scorer_state
 
     def predictor_entries(self, sequences: Iterable[Tokens]) -> list[_PredictorEntry]:

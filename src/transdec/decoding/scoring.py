@@ -127,13 +127,16 @@ class Scoring:
         if not self.fusions:
             return state
         safe_tokens = torch.where(mask, tokens, 0)
-        return tuple(
-            f.scorer.select_state(mask, f.scorer.advance(s, safe_tokens), s)
-            for f, s in zip(self.fusions, state, strict=True)
-        )
+        return self.select_state(mask, tuple(f.scorer.advance(s, safe_tokens) for f, s in zip(self.fusions, state,
+                                                                                             strict=True)), state)
 
     def gather_state(self, state: tuple[ScorerState, ...], indices: torch.Tensor) -> tuple[ScorerState, ...]:
         return tuple(f.scorer.gather_state(s, indices) for f, s in zip(self.fusions, state, strict=True))
+
+    def select_state(self, mask: torch.Tensor, if_true: tuple[ScorerState, ...],
+                     if_false: tuple[ScorerState, ...]) -> tuple[ScorerState, ...]:
+        """Per hypothesis, ``if_true`` where ``mask [N]`` is True, else ``if_false``."""
+        return tuple(f.scorer.select_state(mask, a, b) for f, a, b in zip(self.fusions, if_true, if_false, strict=True))
 
     def __call__(self, logits: torch.Tensor, context: tuple[torch.Tensor, ...] = ()) -> LabelScores:
         """Scores from raw joint logits ``[N, ..., C]`` and the :meth:`context` of the same ``N`` hypotheses."""
