@@ -237,6 +237,39 @@ def _add_lm_parser(subparsers: argparse._SubParsersAction) -> None:
                        help="also write the compiled form (.pt) that --lm loads faster")
 
 
+def _add_export_parser(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("export", help="export a model to another runtime (ONNX)",
+                              description="Export a model for deployment (docs/deploy.md).")
+    commands = p.add_subparsers(dest="export_command", required=True, metavar="{onnx}")
+    onnx = commands.add_parser(
+        "onnx", help="encoder, decoder and joiner as ONNX files that sherpa-onnx and transdec load",
+        description="Write encoder.onnx, decoder.onnx, joiner.onnx (self-contained, dynamic batch and time axes), "
+                    "tokens.txt and tokenizer.model to OUT_DIR: NeMo-transducer layout for LSTM predictors "
+                    "(sherpa-onnx model_type nemo_transducer), icefall layout for stateless ones (model_type "
+                    "transducer). transdec.load_model(OUT_DIR) decodes the export with every transdec decoder.")
+    onnx.add_argument("model", help="bundled model name, model file or .nemo checkpoint")
+    onnx.add_argument("out_dir", help="directory to write the files to (created if missing)")
+    onnx.add_argument("--max-frames", type=int, default=None,
+                      help="encoder frames the rotary position tables cover (default 20000: 26 min at 8x)")
+
+
+def _export(args: argparse.Namespace) -> int:
+    from transdec.export.onnx import DEFAULT_MAX_FRAMES, export_onnx
+    from transdec.model.checkpoint import load_model
+
+    try:
+        result = export_onnx(load_model(args.model), args.out_dir, max_frames=args.max_frames or DEFAULT_MAX_FRAMES)
+    except ImportError as error:
+        print(f"transdec export onnx: error: {error} (pip install onnx)", file=sys.stderr)
+        return 2
+    except (FileNotFoundError, ValueError) as error:
+        print(f"transdec export onnx: error: {error}", file=sys.stderr)
+        return 2
+    print(f"wrote {result.layout}-layout ONNX model to {result.directory}: "
+          f"{', '.join(p.name for p in (result.encoder, result.decoder, result.joiner, result.tokens))}")
+    return 0
+
+
 def _model_config(args: argparse.Namespace) -> ModelConfig:
     head = HeadSpec(args.head, args.vocab_size,
                     durations=args.durations if args.head == "tdt" else (),
@@ -404,13 +437,15 @@ def main(argv: list[str] | None = None) -> int:
     _add_transcribe_parser(subparsers)
     _add_evaluate_parser(subparsers)
     _add_lm_parser(subparsers)
+    _add_export_parser(subparsers)
     args = parser.parse_args(argv)
     if args.command is None:  # bare `transdec`: what it can do, as argparse answers a missing argument (exit 2)
         parser.print_help(sys.stderr)
         return 2
     # Training trades some memory for 1.3x faster steps; batch transcription keeps glibc's defaults.
     configure_malloc("keep" if args.command == "train" else "default")
-    commands = {"train": _train, "average": _average, "transcribe": _transcribe, "evaluate": _evaluate, "lm": _lm}
+    commands = {"train": _train, "average": _average, "transcribe": _transcribe, "evaluate": _evaluate, "lm": _lm,
+                "export": _export}
     try:
         return commands[args.command](args) or 0
     except KeyboardInterrupt:

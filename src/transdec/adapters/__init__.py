@@ -5,5 +5,6 @@ Transducer) so that it is a :class:`~transdec.protocol.DecodingModel` (``head``,
 decoder runs on it) and a :class:`~transdec.protocol.SpeechModel` (``encode``, ``tokenizer``, ``sample_rate``,
 ``frame_shift_seconds``: ``transcribe`` and ``evaluate`` run on it). Adapters import their toolkit-specific
 dependencies lazily, so that ``import transdec`` stays light. :mod:`transdec.adapters.nemo` reads ``.nemo``
-checkpoints.
+checkpoints; :mod:`transdec.adapters.onnx` runs ONNX Transducer exports (transdec's, sherpa-onnx's, icefall's) on
+ONNX Runtime.
 """

@@ -70,7 +70,8 @@ def load_model(name_or_path: str | os.PathLike[str], device: str | torch.device 
                dtype: torch.dtype = torch.float32) -> TransducerModel:
     """Load a bundled model by name (``"tiny-en-rnnt"``, ...) or any model file by path, in eval mode.
 
-    A path ending in ``.nemo`` is a NeMo checkpoint, loaded by :func:`transdec.adapters.nemo.load_nemo`.
+    A path ending in ``.nemo`` is a NeMo checkpoint, loaded by :func:`transdec.adapters.nemo.load_nemo`; a directory
+    of ``.onnx`` files is an ONNX Transducer, loaded by :func:`transdec.adapters.onnx.load_onnx`.
     """
     name = str(name_or_path)
     if name.endswith(".nemo"):  # a NeMo checkpoint: the adapter (and its YAML library) load only when needed
@@ -78,6 +79,12 @@ def load_model(name_or_path: str | os.PathLike[str], device: str | torch.device 
 
         return load_nemo(name, device=device, dtype=dtype)
     path = bundled_model_path(name) if name in BUNDLED_MODELS else Path(name)
+    if path.is_dir() and any(path.glob("*.onnx")):  # an ONNX export: ONNX Runtime loads only when needed
+        from transdec.adapters.onnx import load_onnx
+
+        if torch.device(device).type != "cpu" or dtype != torch.float32:
+            raise ValueError(f"{path}: ONNX models run in float32 on the CPU (ONNX Runtime)")
+        return load_onnx(path)
     if path.is_dir():
         raise ValueError(f"{path}: is a directory; expected a transdec model file or a bundled model name "
                          f"({', '.join(BUNDLED_MODELS)})")

@@ -1,0 +1,300 @@
+"""ONNX Transducers (transdec's own exports, sherpa-onnx's NeMo-transducer and icefall exports) as transdec models.
+
+``load_onnx("dir/")`` (and ``transdec.load_model("dir/")``) returns an :class:`OnnxTransducer`: the encoder,
+the predictor step (state as explicit inputs and outputs) and the joiner run in ONNX Runtime sessions behind
+transdec's model protocol (:mod:`transdec.protocol`), so every transdec decoder runs on them, batched.
+
+The directory holds ``encoder*.onnx``, ``decoder*.onnx``, ``joiner*.onnx`` and ``tokens.txt``. The layout comes
+from the metadata: ``transdec_*`` keys (transdec's exports, :mod:`transdec.export.onnx`), else ``pred_rnn_layers``
+on the encoder (NeMo layout: LSTM state ``[L, N, H]``, TDT when the ``url`` names "tdt"), else ``context_size``
+on the decoder (icefall layout: stateless, blank 0). Scores are raw joiner logits in transdec's output layout
+(icefall's blank-first order is undone here).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from transdec.adapters.onnx_files import TokensTokenizer, find_parts, read_tokens
+from transdec.adapters.onnx_parts import OnnxJoint, OnnxLstmPredictor, OnnxStatelessPredictor, numpy_of
+from transdec.protocol import HeadSpec
+
+@dataclass(frozen=True)
+class OnnxModelInfo:
+    """What was read from an export: its layout, head, subsampling factor and front end description."""
+
+    layout: str
+    head: HeadSpec
+    subsampling_factor: int
+    front_end: dict[str, Any] | None
+    files: dict[str, Path]
+
+    @property
+    def encoder(self) -> OnnxEncoderInfo:
+        """The figures :mod:`transdec.long_audio` reads (``config.encoder.subsampling_factor``)."""
+        return OnnxEncoderInfo(-1, self.subsampling_factor)
+
+    @property
+    def features(self) -> OnnxFeatureInfo:
+        """The figures :mod:`transdec.long_audio` reads (``config.features.frame_shift_ms``)."""
+        config = (self.front_end or {}).get("config", {})
+        rate = int(config.get("sample_rate", 16000))
+        shift = config["hop_length"] * 1000 / rate if "hop_length" in config else config.get("frame_shift_ms", 10.0)
+        return OnnxFeatureInfo(float(shift), rate)
+
+
+@dataclass(frozen=True)
+class OnnxFeatureInfo:
+    frame_shift_ms: float
+    sample_rate: int
+
+
+@dataclass(frozen=True)
+class OnnxEncoderInfo:
+    """What transcription reads of an encoder: an unbounded receptive field means every recording is encoded
+    whole (:mod:`transdec.long_audio`), as sherpa-onnx does."""
+
+    output_dim: int
+    subsampling_factor: int
+    receptive_field: float = math.inf
+
+
+class OnnxTransducer:
+    """An ONNX Transducer as a :class:`~transdec.protocol.SpeechModel`: ``encode`` audio (or
+    ``encode_features``), then decode with any transdec decoder."""
+
+    def __init__(self, info: OnnxModelInfo, encoder: Any, predictor: Any, joint: OnnxJoint, tokenizer: Any,
+                 front_end: Any | None) -> None:
+        self.config = info
+        self.head = info.head
+        self.encoder_session = encoder
+        self.predictor = predictor
+        self.joint = joint
+        self.tokenizer = tokenizer
+        self.front_end = front_end
+        self.metadata: dict[str, Any] = {"source": str(info.files["encoder"].parent), "layout": info.layout}
+        self.length_policy: str | None = None  # read by the command line; ONNX Runtime has no plans to cache
+        self.pad_seconds = 1.0
+        self._encoder_inputs = [i.name for i in encoder.get_inputs()]
+        dims = encoder.get_outputs()[0].shape
+        width = dims[1] if info.layout == "nemo" else dims[2]
+        self.encoder = OnnxEncoderInfo(width if isinstance(width, int) else -1, info.subsampling_factor)
+
+    def parameters(self) -> Iterator[Tensor]:
+        """One CPU tensor: callers read the model's device from its parameters, and ONNX Runtime runs on the CPU."""
+        yield torch.zeros(())
+
+    @property
+    def sample_rate(self) -> int:
+        return self.config.features.sample_rate
+
+    @property
+    def frame_shift_seconds(self) -> float:
+        """Seconds per encoder frame (the unit of timestamps)."""
+        return self.config.features.frame_shift_ms / 1000 * self.config.subsampling_factor
+
+    def default_length_policy(self, device: Any) -> str:
+        return "none"
+
+    def eval(self) -> OnnxTransducer:
+        return self
+
+    def to(self, *args: Any, **kwargs: Any) -> OnnxTransducer:
+        """ONNX Runtime sessions run where they were created (the CPU); other devices are refused."""
+        device = kwargs.get("device", args[0] if args and not isinstance(args[0], torch.dtype) else "cpu")
+        if torch.device(device).type != "cpu":
+            raise ValueError("ONNX models run on the CPU through ONNX Runtime; use device='cpu'")
+        return self
+
+    def encode(self, waveforms: Tensor, lengths: Tensor | None = None,
+               length_policy: str | None = None) -> tuple[Tensor, Tensor]:
+        """``waveforms [B, N]`` in [-1, 1], ``lengths [B]`` -> ``(encoder_out [B, T, D], lengths [B])``."""
+        if self.front_end is None:
+            raise ValueError("this export does not say which features its encoder takes; use encode_features")
+        if not waveforms.is_floating_point():
+            raise ValueError(f"waveforms must be floating point (audio in [-1, 1]), got {waveforms.dtype}")
+        features, counts = self.front_end(waveforms.float(), lengths)
+        return self.encode_features(features, counts)
+
+    def encode_features(self, features: Tensor, lengths: Tensor,
+                        length_policy: str | None = None) -> tuple[Tensor, Tensor]:
+        """``features [B, T, F]``, ``lengths [B]`` -> ``(encoder_out [B, T', D], lengths [B])``."""
+        features = features.float()
+        if self.config.layout == "nemo":
+            features = features.transpose(1, 2)
+        out, out_lengths = self.encoder_session.run(None, {self._encoder_inputs[0]: numpy_of(features),
+                                                            self._encoder_inputs[1]: numpy_of(lengths.long())})
+        encoded = torch.from_numpy(out)
+        if self.config.layout == "nemo":
+            encoded = encoded.transpose(1, 2)
+        return encoded, torch.from_numpy(out_lengths).long()
+
+    def transcribe(self, inputs, decoding=None, batch_size: int = 16, **options):
+        """Audio files or 1-D sample arrays -> one :class:`~transdec.transcribe.Transcript` each."""
+        from transdec.transcribe import transcribe
+
+        return transcribe(self, inputs, decoding, batch_size, **options)
+
+
+def load_onnx(path: str | os.PathLike[str], num_threads: int = 1, front_end: str = "model") -> OnnxTransducer:
+    """Load an ONNX Transducer directory (see the module docstring).
+
+    Args:
+        num_threads: ONNX Runtime intra-op threads per session (1 is fastest for the small per-label calls of
+            decoding).
+        front_end: what :meth:`OnnxTransducer.encode` computes: ``"model"``, the features the export's metadata
+            names (exactly PyTorch's for transdec's exports); ``"sherpa"``, the features sherpa-onnx computes for
+            this layout (:class:`~transdec.adapters.onnx_features.SherpaFrontEnd`; needs kaldi-native-fbank), so
+            that transcripts equal sherpa-onnx's.
+    """
+    if front_end not in ("model", "sherpa"):
+        raise ValueError(f"front_end must be 'model' or 'sherpa', got {front_end!r}")
+    import onnxruntime as ort  # optional dependency, imported only here
+
+    directory = Path(path)
+    files = find_parts(directory)
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = num_threads
+    options.inter_op_num_threads = 1
+    sessions = {}
+    for part, file in files.items():
+        try:
+            sessions[part] = ort.InferenceSession(str(file), options, providers=["CPUExecutionProvider"])
+        except Exception as error:  # ONNX Runtime's own load errors
+            raise ValueError(f"{file}: ONNX Runtime cannot load it: {error}") from error
+    meta = {part: dict(s.get_modelmeta().custom_metadata_map) for part, s in sessions.items()}
+    pieces = read_tokens(directory / "tokens.txt")
+    info, predictor = _describe(directory, files, sessions, meta, pieces)
+    tokenizer: Any = TokensTokenizer(_token_pieces(info, pieces))
+    if (directory / "tokenizer.model").is_file():
+        from transdec.model.tokenizer import Tokenizer
+
+        tokenizer = Tokenizer.load(directory / "tokenizer.model")
+        if tokenizer.vocab_size != info.head.num_tokens:
+            raise ValueError(f"{directory}/tokenizer.model has {tokenizer.vocab_size} tokens but the model has "
+                             f"{info.head.num_tokens}")
+    joint = OnnxJoint(sessions["joiner"], info.layout, info.head)
+    features = _front_end(info.front_end) if front_end == "model" else _sherpa_front_end(info)
+    return OnnxTransducer(info, sessions["encoder"], predictor, joint, tokenizer, features)
+
+
+def _describe(directory: Path, files: dict[str, Path], sessions: dict[str, Any], meta: dict[str, dict[str, str]],
+              pieces: list[str]) -> tuple[OnnxModelInfo, Any]:
+    """Layout, head and predictor from the metadata; checks ``tokens.txt`` against them."""
+    enc, dec = meta["encoder"], meta["decoder"]
+    front_end = json.loads(enc["transdec_front_end"]) if "transdec_front_end" in enc else None
+    if "transdec_layout" in enc:
+        for part in ("decoder", "joiner"):
+            if meta[part].get("transdec_head") != enc.get("transdec_head"):
+                raise ValueError(f"{files[part]}: its transdec_head metadata differs from the encoder's: the files "
+                                 "come from different exports")
+        layout = enc["transdec_layout"]
+        head = HeadSpec(**json.loads(enc["transdec_head"]))
+        subsampling = int(enc["transdec_subsampling_factor"])
+    elif "pred_rnn_layers" in enc:
+        layout = "nemo"
+        num_tokens = _int_meta(enc, "vocab_size", files["encoder"])
+        subsampling = _int_meta(enc, "subsampling_factor", files["encoder"])
+        if "tdt" in enc.get("url", "").lower():
+            extra = _joiner_width(sessions["joiner"], layout, enc, dec) - num_tokens - 1
+            head = HeadSpec("tdt", num_tokens, durations=tuple(range(extra)))
+        else:
+            head = HeadSpec("rnnt", num_tokens)
+        front_end = {"kind": "nemo_mel", "normalize": enc.get("normalize_type", ""),
+                     "config": {"num_mel_bins": int(enc.get("feat_dim", 80)), "sample_rate": 16000,
+                                "hop_length": 160, "win_length": 400, "n_fft": 512}}
+    elif "context_size" in dec:
+        layout = "icefall"
+        head = HeadSpec("rnnt", _int_meta(dec, "vocab_size", files["decoder"]) - 1)
+        subsampling = int(enc.get("subsampling_factor", 4))
+        front_end = {"kind": "fbank", "normalize": "", "config": {"num_mel_bins": 80, "sample_rate": 16000}}
+    else:
+        raise ValueError(f"{directory}: cannot tell the layout: no transdec metadata, no pred_rnn_layers on the "
+                         "encoder (NeMo layout) and no context_size on the decoder (icefall layout)")
+    expected = head.num_tokens + 1
+    if len(pieces) != expected:
+        raise ValueError(f"{directory}/tokens.txt has {len(pieces)} entries but the model has {head.num_tokens} "
+                         f"tokens and a blank ({expected})")
+    blank_line = head.num_tokens if layout == "nemo" else 0
+    if pieces[blank_line] not in ("<blk>", "<blank>", "<eps>"):
+        raise ValueError(f"{directory}/tokens.txt: entry {blank_line} should be the blank (<blk>), got "
+                         f"{pieces[blank_line]!r}")
+    width = _joiner_width(sessions["joiner"], layout, enc, dec)
+    if width != head.num_outputs:
+        raise ValueError(f"{files['joiner']}: the joiner has {width} outputs but the metadata describes a "
+                         f"{head.kind} head with {head.num_outputs}")
+    if layout == "nemo":
+        layers = _int_meta(enc, "pred_rnn_layers", files["encoder"]) if "pred_rnn_layers" in enc else None
+        shape = sessions["decoder"].get_inputs()[2].shape
+        num_layers = layers or int(shape[0])
+        hidden = _int_meta(enc, "pred_hidden", files["encoder"]) if "pred_hidden" in enc else int(shape[2])
+        predictor: Any = OnnxLstmPredictor(sessions["decoder"], num_layers, hidden)
+    else:
+        predictor = OnnxStatelessPredictor(sessions["decoder"], _int_meta(dec, "context_size", files["decoder"]),
+                                           head.num_tokens)
+    return OnnxModelInfo(layout, head, subsampling, front_end, files), predictor
+
+
+def _joiner_width(session: Any, layout: str, enc: dict[str, str], dec: dict[str, str]) -> int:
+    """Number of joiner outputs, from its declared shape or, where that is symbolic, from one run on zeros."""
+    shape = session.get_outputs()[0].shape
+    if isinstance(shape[-1], int):
+        return shape[-1]
+    inputs = session.get_inputs()
+    feeds = {}
+    for spec in inputs:
+        dims = [1 if not isinstance(d, int) else d for d in spec.shape]
+        feeds[spec.name] = np.zeros(dims, dtype=np.float32)
+    return int(session.run(None, feeds)[0].shape[-1])
+
+
+def _int_meta(meta: dict[str, str], key: str, file: Path) -> int:
+    try:
+        return int(meta[key])
+    except KeyError:
+        raise ValueError(f"{file}: metadata {key!r} is missing") from None
+    except ValueError:
+        raise ValueError(f"{file}: metadata {key}={meta[key]!r} is not an integer") from None
+
+
+def _token_pieces(info: OnnxModelInfo, pieces: list[str]) -> list[str]:
+    """The ``V`` token pieces in transdec's id order (without the blank)."""
+    return pieces[: info.head.num_tokens] if info.layout == "nemo" else pieces[1:]
+
+
+def _sherpa_front_end(info: OnnxModelInfo) -> Any:
+    from transdec.adapters.onnx_features import SherpaFrontEnd
+
+    description = info.front_end or {}
+    bins = int(description.get("config", {}).get("num_mel_bins", 80))
+    return SherpaFrontEnd(info.layout, bins, description.get("normalize", "") or "")
+
+
+def _front_end(description: dict[str, Any] | None) -> Any:
+    """The feature extractor an export's metadata describes, or ``None``."""
+    if not description or "kind" not in description:
+        return None
+    config = dict(description.get("config", {}))
+    if description["kind"] == "fbank":
+        from transdec.model.features import FbankConfig, FbankExtractor
+
+        fields = set(FbankConfig.__dataclass_fields__)
+        return FbankExtractor(FbankConfig(**{k: v for k, v in config.items() if k in fields}))
+    if description["kind"] == "nemo_mel":
+        from transdec.adapters.nemo_features import NemoMelConfig, NemoMelFrontEnd
+
+        fields = set(NemoMelConfig.__dataclass_fields__)
+        config = {k: v for k, v in config.items() if k in fields}
+        if description.get("normalize") is not None and "normalize" not in config:
+            config["normalize"] = description["normalize"] or "none"
+        return NemoMelFrontEnd(NemoMelConfig(**config))
+    return None
