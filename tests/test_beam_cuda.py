@@ -9,6 +9,7 @@ from test_greedy_exactness import HEADS, encoder_batch, model_for
 from transdec.decoding import Fusion
 from transdec.decoding.beam_aes_pp import beam_aes_pp
 from transdec.decoding.beam_alsd_pp import beam_alsd_pp
+from transdec.decoding.beam_wind_batched import beam_wind_batched
 from transdec.lm import NGramLM
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
@@ -34,11 +35,13 @@ def test_alsd_pp_on_cuda_equals_cpu(kind, tmp_path):
         assert len(a_list) == len(b_list) and all(same(a, b) for a, b in zip(a_list, b_list))
 
 
-def test_aes_pp_on_cuda_equals_cpu():
-    model = model_for("rnnt", "stateless", "label_heavy")
+@pytest.mark.parametrize("search, kind", [(beam_aes_pp, "rnnt"), (beam_aes_pp, "tdt"), (beam_aes_pp, "multiblank"),
+                                          (beam_wind_batched, "rnnt")])
+def test_frame_searches_on_cuda_equal_cpu(search, kind):
+    model = model_for(kind, "stateless", "label_heavy")
     frames, lengths = encoder_batch([0, 9, 24, 13], seed=4)
-    cpu = beam_aes_pp(model, frames, lengths, beam_size=4, nbest=3).nbest
-    gpu = beam_aes_pp(on_cuda(model), frames.cuda(), lengths.cuda(), beam_size=4, nbest=3).nbest
+    cpu = search(model, frames, lengths, beam_size=4, nbest=3).nbest
+    gpu = search(on_cuda(model), frames.cuda(), lengths.cuda(), beam_size=4, nbest=3).nbest
     for a_list, b_list in zip(cpu, gpu):
         assert len(a_list) == len(b_list) and all(same(a, b) for a, b in zip(a_list, b_list))
 
