@@ -10,6 +10,14 @@ batched searches on exactly those utterances.
 
     python bench/beam.py                  # RNN-T and TDT, beams 2/4/8, B = 1, 16, 32
     python bench/beam.py --quick          # RNN-T, beam 4, B = 1 and 32, 8 utterances
+    python bench/beam.py --heads rnnt --beams 4 --batch-sizes 32 --batched beam_alsd_pp --baselines none \
+        --lm-ngrams 1000000 --lm-weight 0  # each beam search also with an n-gram LM fused (ratio to no LM)
+
+With ``--lm FILE`` (an ARPA or compiled LM over the decoder's 1024 tokens) or ``--lm-ngrams N`` (a synthetic
+order-4 LM of about N n-grams, as bench/ngram_lm.py makes them), every batched search also runs with the LM fused
+by shallow fusion, and its column gives its time and its ratio to the same search without the LM. Weight 0 scores
+the LM but leaves the search as it is without it, so the ratio is the LM's cost alone (a random LM with a weight
+changes how many tokens the random decoder emits, and with them the search's length).
 """
 
 from __future__ import annotations
@@ -43,6 +51,10 @@ def parse_args() -> argparse.Namespace:
                              "--memory-beam and report the peak memory it added")
     parser.add_argument("--memory-beam", type=int, default=8)
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--lm", default=None, help="an n-gram LM over the decoder's tokens to fuse (ARPA or .pt)")
+    parser.add_argument("--lm-ngrams", type=int, default=0, help="fuse a synthetic order-4 LM of this many n-grams")
+    parser.add_argument("--lm-weight", type=float, default=0.5)
+    parser.add_argument("--lm-blank-scoring", action="store_true")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     if args.quick:
@@ -80,9 +92,10 @@ def main() -> None:
     print(f"# {len(lengths)} utterances, {sum(lengths) * FRAME_SECONDS:.0f} s of audio, median of {args.repeats} repeats")
     for kind in args.heads.split(","):
         model = calibrated_model(HEADS[kind], args.tokens_per_frame, args.seed)
+        fusions = bench_fusions(args, model.head.num_tokens)
         print(f"\n## {kind}: seconds to decode all utterances (ratio to greedy_label at the same batch size)")
         usable = batched
-        names = [f"{s} beam {b}" for s in usable for b in beams]
+        names = [f"{s} beam {b}{lm}" for s in usable for b in beams for lm in ([""] + [" +lm"] * bool(fusions))]
         print("| B | greedy_label | " + " | ".join(names) + " |")
         print("|---" * (len(names) + 2) + "|")
         for batch_size in [int(b) for b in args.batch_sizes.split(",")]:
@@ -90,10 +103,15 @@ def main() -> None:
             configs = {"greedy_label": DecodingConfig("greedy_label", cpu_threads=args.threads)}
             configs.update({f"{s} beam {b}": DecodingConfig(s, beam_size=b, cpu_threads=args.threads)
                             for s in usable for b in beams})
+            configs.update({f"{s} beam {b} +lm": DecodingConfig(s, beam_size=b, cpu_threads=args.threads,
+                                                                fusions=tuple(fusions)) for s in usable for b in beams
+                            if fusions})
             times = median_times(model, batches, configs, args.repeats)
             greedy = times["greedy_label"]
             print(f"| {batch_size} | {greedy:.2f} | "
-                  + " | ".join(f"{times[n]:.2f} ({times[n] / greedy:.2f}x)" for n in names) + " |", flush=True)
+                  + " | ".join(f"{times[n]:.2f} ({times[n] / greedy:.2f}x)" if not n.endswith(" +lm") else
+                               f"{times[n]:.2f} ({times[n] / times[n.removesuffix(' +lm')]:.2f}x no LM)"
+                               for n in names) + " |", flush=True)
         if baselines:
             subset = lengths[: args.baseline_utterances]
             beam = args.baseline_beam
@@ -108,6 +126,28 @@ def main() -> None:
                 print(f"- {name}: {times[name]:.2f} s")
     if args.memory_minutes:
         long_recording_memory(args.memory_minutes, args.memory_beam, args.tokens_per_frame, args.seed)
+
+
+def bench_fusions(args: argparse.Namespace, vocab_size: int) -> list:
+    """The LM fusion of ``--lm`` / ``--lm-ngrams`` (none without them)."""
+    if not (args.lm or args.lm_ngrams):
+        return []
+    import tempfile
+    from pathlib import Path
+
+    from ngram_lm import synthetic_arpa
+    from transdec.decoding import Fusion
+    from transdec.lm import NGramLM
+
+    if args.lm:
+        lm = NGramLM.load(args.lm, vocab_size)
+    else:
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "lm.arpa"
+            written = synthetic_arpa(path, args.lm_ngrams, 4, args.seed)
+            lm = NGramLM.load(path, vocab_size)
+        print(f"# synthetic order-4 LM of {written} n-grams, weight {args.lm_weight}")
+    return [Fusion(lm, args.lm_weight, blank_scoring=args.lm_blank_scoring)]
 
 
 def long_recording_memory(minutes: float, beam: int, tokens_per_frame: float, seed: int) -> None:

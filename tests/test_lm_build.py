@@ -210,6 +210,22 @@ def test_auto_uses_lmplz_only_when_found(capsys, text_file, tmp_path, monkeypatc
     assert code == 2 and "no lmplz on PATH" in err and "recipes/build_lmplz.sh" in err
 
 
+def test_order_1_lm_builds_and_compiles(capsys, text_file, tmp_path, tokenizer):
+    arpa, compiled = tmp_path / "lm.arpa", tmp_path / "lm.pt"
+    code, out, err = build(capsys, "--text", str(text_file), "--order", "1", "-o", str(arpa),
+                           "--estimator", "builtin", "--compile", str(compiled))
+    assert code == 0, err
+    lm = NGramLM.load(arpa, tokenizer.vocab_size, dtype=torch.float64)
+    fast = NGramLM.load(compiled, tokenizer.vocab_size, dtype=torch.float64)
+    state = lm.initial_state(1, torch.device("cpu"))
+    assert torch.equal(lm.token_logprobs(state), fast.token_logprobs(state))
+    # a unigram LM: the next token's score does not depend on what came before
+    token = tokenizer.encode(TEXT[0])[0]
+    assert torch.equal(lm.token_logprobs(lm.advance(state, torch.tensor([token]))), lm.token_logprobs(state))
+    unigrams = read_arpa(arpa).ngrams[0]
+    assert float(lm.token_logprobs(state)[0, token]) == pytest.approx(unigrams[(chr(token + 100),)][0], abs=1e-9)
+
+
 def test_cli_errors_are_one_line(capsys, text_file, tmp_path):
     out = str(tmp_path / "lm.arpa")
     blank = tmp_path / "blank.txt"
@@ -222,7 +238,6 @@ def test_cli_errors_are_one_line(capsys, text_file, tmp_path):
         (["--text", str(blank), "-o", out], "no text to build an LM from"),
         (["--text", str(text_file), "-o", out, "--order", "0"], "--order 0: the order must be 1 .. 6"),
         (["--text", str(text_file), "-o", out, "--order", "7"], "--order 7: the order must be 1 .. 6"),
-        (["--text", str(text_file), "-o", out, "--order", "1", "--compile", out + ".pt"], "an order of at least 2"),
         (["--text", str(tmp_path / "missing.txt"), "-o", out], "missing.txt: cannot read the text"),
         (["--text", str(tmp_path), "-o", out], "is a directory, not a text file"),
         (["--text", str(latin1), "-o", out], "latin1.txt: not UTF-8 text (line 2"),

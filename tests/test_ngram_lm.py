@@ -69,6 +69,131 @@ def test_compiled_form_is_identical(arpa_file, tmp_path):
         NGramLM.load(tmp_path / "lm.pt", 7)
 
 
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "lm"
+
+
+def lm_scores(lm: NGramLM, histories: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+    """log10 of each history's sentence score (with ``</s>``) and of every token after each history."""
+    states = []
+    for history in histories:
+        state = lm.initial_state(1, torch.device("cpu"))
+        total = torch.zeros(1, dtype=torch.float64)
+        for token in history:
+            total += lm.token_logprobs(state)[:, token]
+            state = lm.advance(state, torch.tensor([token]))
+        states.append((state, total + lm.end_logprobs(state)))
+    state = torch.cat([s for s, _ in states])
+    return torch.cat([t for _, t in states]) / math.log(10), lm.token_logprobs(state) / math.log(10)
+
+
+def kenlm_scores(model, histories: list[list[int]], vocab_size: int) -> tuple[list[float], list[list[float]]]:
+    """The same as :func:`lm_scores` from the kenlm module."""
+    sentences, tokens = [], []
+    for history in histories:
+        prefix = " ".join(word(t) for t in history)
+        sentences.append(model.score(prefix, bos=True, eos=True))
+        base = model.score(prefix, bos=True, eos=False)
+        tokens.append([model.score(f"{prefix} {word(t)}".strip(), bos=True, eos=False) - base
+                       for t in range(vocab_size)])
+    return sentences, tokens
+
+
+def as_bigram_model(text: str) -> str:
+    """An order-1 ARPA as the order-2 model that scores the same: every unigram with backoff 0 and a single bigram,
+    ``<s> </s>``, with ``</s>``'s unigram probability (the kenlm module refuses order-1 models)."""
+    lines, unigrams, end = [], False, None
+    for line in text.split("\n"):
+        fields = line.split("\t")
+        if line.startswith("ngram 1="):
+            line += "\nngram 2=1"
+        elif line.startswith("\\1-grams:"):
+            unigrams = True
+        elif line.startswith("\\end\\"):
+            lines += ["\\2-grams:", f"{end}\t<s> </s>", ""]
+        elif unigrams and len(fields) == 2:
+            end = fields[0] if fields[1] == "</s>" else end
+            line += "\t0" if fields[1] != "</s>" else ""
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def test_order_1_lm_scores_equal_kenlm(tmp_path):
+    # lmplz writes order-1 ARPAs (here over tiny-en-rnnt's 256 tokens); every state is the empty context.
+    kenlm = pytest.importorskip("kenlm")
+    path = FIXTURES / "lmplz_order1.arpa"
+    lm = NGramLM.load(path, 256, dtype=torch.float64)
+    assert lm.order == 1 and lm.bos_state == 0
+    reference = tmp_path / "order2.arpa"
+    reference.write_text(as_bigram_model(path.read_text(encoding="utf-8")), encoding="utf-8")
+    # kenlm's Python wrapper splits sentences at any whitespace, so tokens written as Unicode spaces (U+0085,
+    # U+00A0) cannot be given to it one by one
+    tokens_kenlm_reads = [t for t in range(256) if not word(t).isspace()]
+    rng = random.Random(2)
+    histories = [[rng.choice(tokens_kenlm_reads) for _ in range(rng.randrange(0, 8))] for _ in range(20)]
+    sentences, tokens = lm_scores(lm, histories)
+    want_sentences, want_tokens = kenlm_scores(kenlm.Model(str(reference)), histories, 256)
+    assert sentences.tolist() == pytest.approx(want_sentences, abs=1e-4)
+    for got, want in zip(tokens.tolist(), want_tokens):
+        assert [got[t] for t in tokens_kenlm_reads] == pytest.approx([want[t] for t in tokens_kenlm_reads], abs=1e-4)
+
+
+def test_order_1_compiled_form_is_identical(tmp_path):
+    lm = NGramLM.load(FIXTURES / "lmplz_order1.arpa", 256)
+    lm.save(tmp_path / "lm.pt")
+    again = NGramLM.load(tmp_path / "lm.pt", 256)
+    assert lm.bos_state == again.bos_state == 0
+    assert torch.equal(lm.token_logprobs(torch.zeros(1, dtype=torch.long)),
+                       again.token_logprobs(torch.zeros(1, dtype=torch.long)))
+
+
+def with_backoffs(text: str, value: str, every: int = 3) -> str:
+    """``text`` with every ``every``-th backoff of the orders below the highest replaced by ``value``."""
+    lines, seen = [], 0
+    for line in text.split("\n"):
+        fields = line.split("\t")
+        if len(fields) == 3:
+            seen += 1
+            if seen % every == 0:
+                line = "\t".join([fields[0], fields[1], value])
+        lines.append(line)
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize("order", [2, 3, 4])
+def test_minus_infinity_backoffs_score_as_kenlm_in_the_limit(order, tmp_path):
+    # lmplz writes a backoff of -inf for a context whose discounts are all 0. The kenlm module refuses such a file
+    # ("Bad backoff"), so the reference is kenlm on the same file with a finite backoff of -50 there: every score
+    # that does not back off through such a context is kenlm's, every one that does is -inf (kenlm's, -50 or lower,
+    # in the limit).
+    kenlm = pytest.importorskip("kenlm")
+    text = random_arpa(VOCAB, order, seed=10 + order)
+    infinite, finite = tmp_path / "inf.arpa", tmp_path / "finite.arpa"
+    infinite.write_text(with_backoffs(text, "-inf"))
+    finite.write_text(with_backoffs(text, "-50"))
+    assert any(b == -math.inf for section in read_arpa(infinite).ngrams for _, b in section.values())
+    lm = NGramLM.load(infinite, VOCAB, dtype=torch.float64)
+    rng = random.Random(order)
+    histories = [[rng.randrange(VOCAB) for _ in range(rng.randrange(0, 6))] for _ in range(40)]
+    sentences, tokens = lm_scores(lm, histories)
+    want_sentences, want_tokens = kenlm_scores(kenlm.Model(str(finite)), histories, VOCAB)
+    got, want = sentences.tolist() + tokens.flatten().tolist(), want_sentences + sum(want_tokens, [])
+    assert all(g == -math.inf if w < -45 else g == pytest.approx(w, abs=1e-4) for g, w in zip(got, want))
+    assert any(w < -45 for w in want) and any(w > -45 for w in want)
+    again = tmp_path / "lm.pt"
+    lm.save(again)
+    states = torch.arange(lm.backoff.shape[0])
+    assert torch.equal(lm.all_logprobs(states), NGramLM.load(again, VOCAB, dtype=torch.float64).all_logprobs(states))
+
+
+def test_positive_infinity_and_nan_are_still_errors(tmp_path):
+    text = random_arpa(VOCAB, 3, seed=3)
+    for value in ("inf", "nan"):
+        path = tmp_path / "bad.arpa"
+        path.write_text(with_backoffs(text, value))
+        with pytest.raises(ArpaError, match="backoffs below"):
+            read_arpa(path)
+
+
 def test_vocabulary_mismatch_is_an_error(arpa_file):
     with pytest.raises(ArpaError, match="not a token of a 5-token model"):
         NGramLM.load(arpa_file, 5)

@@ -26,7 +26,7 @@ class Arpa:
     Attributes:
         order: the highest order N.
         ngrams: per order (index 0 = unigrams), each n-gram (a tuple of words) -> ``(ln prob, ln backoff)``
-            (backoff 0.0 where the file gives none).
+            (backoff 0.0 where the file gives none; -inf where a context leaves nothing to back off to).
     """
 
     order: int
@@ -114,8 +114,10 @@ def section_entry(line: str, order: int, section: dict, fail) -> None:
         backoff = float(fields[2]) if len(fields) == 3 else 0.0
     except ValueError:
         raise fail(f"not a number in {line!r}") from None
-    if not (math.isfinite(backoff) and (math.isfinite(logprob) or logprob == -math.inf)) or logprob > 0:
-        raise fail(f"log10 probabilities must be finite and <= 0, backoffs finite, got {line!r}")
+    # A backoff of -inf is what lmplz writes for a context whose discounts are all 0: nothing is left for the words
+    # it never saw, which then have probability 0.
+    if math.isnan(backoff) or backoff == math.inf or math.isnan(logprob) or logprob > 0:
+        raise fail(f"log10 probabilities must be <= 0 and backoffs below +inf, got {line!r}")
     if words in section:
         raise fail(f"the {order}-gram {fields[1]!r} appears twice")
     section[words] = (logprob * LN10, backoff * LN10)

@@ -129,8 +129,6 @@ def build_lm(text: str | os.PathLike[str], tokenizer: Tokenizer, order: int, out
     if not 1 <= order <= MAX_ORDER:
         raise LMBuildError(f"--order {order}: the order must be 1 .. {MAX_ORDER} (the ARPA reader and kenlm's "
                            f"query code stop at {MAX_ORDER})")
-    if compile_to is not None and order < 2:  # NGramLM's states start from the <s> context, a 1-gram LM has none
-        raise LMBuildError("--compile: the compiled form needs an order of at least 2")
     if estimator not in ESTIMATORS:
         raise LMBuildError(f"--estimator {estimator}: expected one of {', '.join(ESTIMATORS)}")
     if tokenizer.vocab_size - 1 + TOKEN_OFFSET >= 0xD800:

@@ -11,6 +11,10 @@ sorted by (state, word), so that ``state * W + word`` keys can be found by binar
 of ``N`` states in at most ``N-1`` batched steps (one gather-scatter of the arcs of all states at one level) and
 a dense unigram row at the root, so a whole beam is scored in a few tensor operations on any device.
 
+Two shapes lmplz writes that the kenlm module refuses to load are read as kenlm's rules define them: an order-1 LM
+(the root is its only state: every token scores its unigram, as in the order-2 model with no bigrams), and a backoff
+of ``-inf`` (lmplz's for a context whose discounts are all 0: the words without an arc there get probability 0).
+
 Words are mapped to token ids by NeMo's convention for token-level LMs: token ``i`` is the word ``chr(i + 100)``.
 ``<s>`` starts every sentence, ``</s>`` ends it (:meth:`end_logprobs`), and tokens the LM never saw score as
 ``<unk>``. It implements :class:`~transdec.decoding.scoring.TokenScorer`, so
@@ -122,7 +126,8 @@ class NGramLM:
             "arc_to": torch.tensor([a[3] for a in arcs], dtype=torch.long), "arc_key": arc_from * width + arc_token,
             "root_logprobs": root_logprobs, "token_column": token_column,
         }
-        return cls(arpa.order, vocab_size, states[("<s>",)], tensors)
+        # A 1-gram LM has one state, the empty context, and ``<s>`` starts there (kenlm scores unigrams alone).
+        return cls(arpa.order, vocab_size, states[("<s>",)] if arpa.order > 1 else 0, tensors)
 
     @classmethod
     def load(cls, path: str | os.PathLike[str], vocab_size: int, device: torch.device | str = "cpu",
@@ -163,7 +168,9 @@ class NGramLM:
     def _sparse_logprobs(self, states: torch.Tensor, dense_below: int = 1) -> torch.Tensor:
         """:meth:`all_logprobs` following arcs down to states below ``dense_below``, whose rows of
         :attr:`dense` (or, for 1, the root's unigrams) complete the distribution."""
-        scores = torch.full((states.shape[0], self.width), -torch.inf, dtype=self.root_logprobs.dtype,
+        # NaN marks a word not resolved yet: -inf is a real score (after a context whose backoff is -inf, which
+        # lmplz writes when its discounts are all 0, every word without an arc has probability 0).
+        scores = torch.full((states.shape[0], self.width), torch.nan, dtype=self.root_logprobs.dtype,
                             device=states.device)
         total_backoff = torch.zeros(states.shape[0], dtype=scores.dtype, device=states.device)
         current = states
@@ -177,13 +184,13 @@ class NGramLM:
             first = torch.repeat_interleave(self.arc_start[state] - (torch.cumsum(counts, 0) - counts), counts)
             arcs = first + torch.arange(arc_rows.shape[0], device=states.device)
             columns = self.arc_token[arcs]
-            unset = scores[arc_rows, columns] == -torch.inf
+            unset = scores[arc_rows, columns].isnan()
             scores[arc_rows[unset], columns[unset]] = (total_backoff[arc_rows] + self.arc_logprob[arcs])[unset]
             sparse = current >= dense_below
             total_backoff = total_backoff + torch.where(sparse, self.backoff[current], 0.0)
             current = torch.where(sparse, self.backoff_to[current], current)
         rest = self.root_logprobs.unsqueeze(0) if dense_below == 1 else self.dense[current]
-        return torch.where(scores == -torch.inf, total_backoff.unsqueeze(1) + rest, scores)
+        return torch.where(scores.isnan(), total_backoff.unsqueeze(1) + rest, scores)
 
     def token_logprobs(self, state: torch.Tensor) -> torch.Tensor:
         """``[N, V]``: ln p(token | state) of every token (tokens the LM never saw score as ``<unk>``)."""
