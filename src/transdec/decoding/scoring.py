@@ -159,7 +159,9 @@ class Scoring:
         num_tokens = self.head.num_tokens
         # [N, V] -> [N, 1, ..., V]: one context per hypothesis, shared by the extra axes of the logits.
         token_logprobs = token_logprobs.view(token_logprobs.shape[0], *[1] * (scores.dim() - 2), num_tokens)
-        token_part = fusion.weight * token_logprobs.to(scores.dtype) + fusion.token_bonus
+        # A weight of 0 switches the scorer off even where it gives -inf (0 * -inf would be NaN).
+        token_part = (fusion.weight * token_logprobs.to(scores.dtype) if fusion.weight else
+                      torch.zeros_like(token_logprobs, dtype=scores.dtype)) + fusion.token_bonus
         if not fusion.blank_scoring:
             return torch.cat([scores[..., :num_tokens] + token_part, scores[..., num_tokens:]], dim=-1)
         blank_logprobs = label_logprobs[..., num_tokens:]
