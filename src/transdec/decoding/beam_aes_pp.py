@@ -37,7 +37,8 @@ from dataclasses import dataclass
 
 import torch
 
-from transdec.decoding.beam_hyps import HASH_BASE, HASH_MODULUS, BatchedBeamHyps, ranks_ahead, step_rows
+from transdec.decoding.beam_hyps import (HASH_BASE, HASH_MODULUS, BatchedBeamHyps, live_entries, merge_equal,
+                                         pairwise_equal, same_sequences, step_rows)
 from transdec.decoding.emissions import lookup_tables
 from transdec.decoding.inputs import checked_lengths
 from transdec.decoding.options import ExpansionOptions, PruningOptions
@@ -295,9 +296,8 @@ class _AesSearch:
         source = torch.cat([torch.full((part.scores.shape[1],), number, device=pool.scores.device)
                             for part, number in zip(parts, part_sources, strict=True)]).expand_as(pool.rows)
         # Most of the pool is empty (candidates not kept): drop that before the pairwise merge.
-        alive = int((pool.scores > -torch.inf).sum(dim=1).max())
-        if alive < pool.scores.shape[1]:
-            _, kept = pool.scores.topk(max(alive, beam), dim=1)
+        kept = live_entries(pool.scores, beam)
+        if kept is not None:
             pool, source = pool.gather(kept), source.gather(1, kept)
         if self.options.merge != "none":
             self._merge(pool)
@@ -331,22 +331,10 @@ class _AesSearch:
         """Merge entries with the same tokens at the same frame (or both finished) into the best of them."""
         alive = pool.scores > -torch.inf
         finished = pool.time >= self.lengths
-
-        def pairwise(x: torch.Tensor) -> torch.Tensor:
-            return x.unsqueeze(2) == x.unsqueeze(1)
-
-        same_place = pairwise(pool.time) | (finished.unsqueeze(2) & finished.unsqueeze(1))
-        same = (pairwise(pool.hashes) & pairwise(pool.lengths) & pairwise(pool.last_tokens) & same_place
+        same_place = pairwise_equal(pool.time) | (finished.unsqueeze(2) & finished.unsqueeze(1))
+        same = (same_sequences(pool.hashes, pool.lengths, pool.last_tokens) & same_place
                 & alive.unsqueeze(2) & alive.unsqueeze(1))  # [B, P, P]
-        merged_away = (same & ranks_ahead(pool.scores)).any(dim=1)
-        if self.options.merge == "logsumexp":
-            pool.scores = torch.where(same, pool.scores.unsqueeze(1), -torch.inf).logsumexp(dim=2)
-            pool.am_scores = torch.where(same, pool.am_scores.unsqueeze(1), -torch.inf).logsumexp(dim=2)
-        pool.scores = pool.scores.masked_fill(merged_away, -torch.inf)
+        pool.scores, pool.am_scores = merge_equal(same, pool.scores, pool.am_scores, self.options.merge)
 
     def nbest(self) -> list[list[Hypothesis]]:
-        hyps = self.hyps
-        ranking = hyps.scores / hyps.lengths.clamp(min=1) if self.options.length_norm else hyps.scores
-        top_scores, top = ranking.topk(self.options.nbest, dim=1)
-        return hyps.hypotheses(torch.where(top_scores > -torch.inf, top, -1))
-
+        return self.hyps.best(self.options.nbest, self.options.length_norm)

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 
 import torch
 
-from transdec.decoding.beam_hyps import BatchedBeamHyps, step_rows
+from transdec.decoding.beam_hyps import BatchedBeamHyps, merge_equal, pairwise_equal, step_rows
 from transdec.decoding.emissions import lookup_tables
 from transdec.decoding.inputs import checked_lengths
 from transdec.decoding.options import PruningOptions
@@ -193,27 +193,13 @@ class _AlsdSearch:
         hyps = self.hyps
         finished = hyps.time >= self.lengths
         alive = hyps.scores > -torch.inf
-
-        def pairwise(x: torch.Tensor) -> torch.Tensor:
-            return x.unsqueeze(2) == x.unsqueeze(1)
-
         same_state = (finished.unsqueeze(2) & finished.unsqueeze(1)) | (
-            ~finished.unsqueeze(2) & ~finished.unsqueeze(1) & pairwise(hyps.time) & pairwise(hyps.tokens_at_frame))
+            ~finished.unsqueeze(2) & ~finished.unsqueeze(1) & pairwise_equal(hyps.time)
+            & pairwise_equal(hyps.tokens_at_frame))
         same = hyps.same_tokens() & same_state & alive.unsqueeze(2) & alive.unsqueeze(1)  # [B, K, K]
-        slots = torch.arange(hyps.beam_size, device=same.device)
-        # Slots are in score order, so a group's best is its lowest slot: merged away are those with an
-        # equal hypothesis in a lower slot.
-        merged_away = (same & (slots.view(1, -1, 1) < slots.view(1, 1, -1))).any(dim=1)  # [B, K]
-        if self.options.merge == "logsumexp":
-            hyps.scores = torch.where(same, hyps.scores.unsqueeze(1), -torch.inf).logsumexp(dim=2)
-            hyps.am_scores = torch.where(same, hyps.am_scores.unsqueeze(1), -torch.inf).logsumexp(dim=2)
-        hyps.scores = hyps.scores.masked_fill(merged_away, -torch.inf)
+        # Slots are in score order, so the one of a group that ranks ahead is its lowest slot.
+        hyps.scores, hyps.am_scores = merge_equal(same, hyps.scores, hyps.am_scores, self.options.merge)
 
     def nbest(self) -> list[list]:
         """Each utterance's ``nbest`` best hypotheses, best first."""
-        hyps = self.hyps
-        ranking = hyps.scores
-        if self.options.length_norm:
-            ranking = ranking / hyps.lengths.clamp(min=1)
-        top_scores, top = ranking.topk(self.options.nbest, dim=1)
-        return hyps.hypotheses(torch.where(top_scores > -torch.inf, top, -1))
+        return self.hyps.best(self.options.nbest, self.options.length_norm)

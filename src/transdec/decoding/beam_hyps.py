@@ -11,7 +11,8 @@ The hash of a token sequence ``y`` is ``H(y + [k]) = (H(y) * P + k + 1) mod M`` 
 chosen so that the product fits in int64; hypotheses are the same tokens when hash, length and last token agree.
 
 :func:`step_rows` feeds the predictor the tokens of the hypotheses that emitted one, as the batched searches need;
-:func:`ranks_ahead` orders candidates for merging.
+:func:`merge_equal` (with :func:`same_sequences` and :func:`ranks_ahead`) merges equal hypotheses of a beam or a pool,
+and :func:`live_entries` drops a pool's empty entries before that.
 """
 
 from __future__ import annotations
@@ -77,9 +78,13 @@ class BatchedBeamHyps:
 
     def same_tokens(self) -> torch.Tensor:
         """``[B, K, K]``: whether two slots of an utterance hold the same token sequence."""
-        return ((self.hashes.unsqueeze(2) == self.hashes.unsqueeze(1))
-                & (self.lengths.unsqueeze(2) == self.lengths.unsqueeze(1))
-                & (self.last_tokens.unsqueeze(2) == self.last_tokens.unsqueeze(1)))
+        return same_sequences(self.hashes, self.lengths, self.last_tokens)
+
+    def best(self, count: int, length_norm: bool = False) -> list[list[Hypothesis]]:
+        """Each utterance's ``count`` best hypotheses by score (per token with ``length_norm``), best first."""
+        ranking = self.scores / self.lengths.clamp(min=1) if length_norm else self.scores
+        top_scores, top = ranking.topk(count, dim=1)
+        return self.hypotheses(torch.where(top_scores > -torch.inf, top, -1))
 
     def hypotheses(self, slots: torch.Tensor, scores: torch.Tensor | None = None) -> list[list[Hypothesis]]:
         """The hypotheses in ``slots [B, N]`` (-1: none), read back through the tree, each utterance's in order;
@@ -131,6 +136,37 @@ def step_rows(predictor: Predictor, joint: Joint, labels: torch.Tensor, state: P
     out, new_state = predictor.step(labels[rows], predictor.gather_state(state, rows))
     position = torch.zeros_like(labels).index_put_((rows,), torch.arange(len(rows), device=rows.device))
     return predictor.gather_state(new_state, position), joint.project_predictor(out)[position]
+
+
+def pairwise_equal(x: torch.Tensor) -> torch.Tensor:
+    """``[B, N, N]``: whether entries ``i`` and ``j`` of ``x [B, N]`` are equal."""
+    return x.unsqueeze(2) == x.unsqueeze(1)
+
+
+def same_sequences(hashes: torch.Tensor, lengths: torch.Tensor, last_tokens: torch.Tensor) -> torch.Tensor:
+    """``[B, N, N]``: whether two entries hold the same token sequence (hash, length and last token agree)."""
+    return pairwise_equal(hashes) & pairwise_equal(lengths) & pairwise_equal(last_tokens)
+
+
+def merge_equal(same: torch.Tensor, scores: torch.Tensor, am_scores: torch.Tensor,
+                rule: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(scores, am_scores)`` after merging each group of equal live entries (``same [B, N, N]``) into the one
+    that :func:`ranks_ahead`: the others get score -inf; with ``"logsumexp"`` it gets the log of the group's summed
+    probabilities, with ``"max"`` it keeps its own."""
+    merged_away = (same & ranks_ahead(scores)).any(dim=1)
+    if rule == "logsumexp":
+        scores = torch.where(same, scores.unsqueeze(1), -torch.inf).logsumexp(dim=2)
+        am_scores = torch.where(same, am_scores.unsqueeze(1), -torch.inf).logsumexp(dim=2)
+    return scores.masked_fill(merged_away, -torch.inf), am_scores
+
+
+def live_entries(scores: torch.Tensor, at_least: int) -> torch.Tensor | None:
+    """Indices ``[B, M]`` of every live entry (score above -inf) of ``scores [B, N]``, best first, ``M`` at least
+    ``at_least``; None when nothing can be dropped. Pools are mostly empty, and pairwise merging is ``N^2``."""
+    alive = int((scores > -torch.inf).sum(dim=1).max())
+    if alive >= scores.shape[1]:
+        return None
+    return scores.topk(max(alive, at_least), dim=1).indices
 
 
 def ranks_ahead(scores: torch.Tensor) -> torch.Tensor:

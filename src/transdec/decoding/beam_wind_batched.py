@@ -22,7 +22,8 @@ from collections.abc import Sequence
 
 import torch
 
-from transdec.decoding.beam_hyps import HASH_BASE, HASH_MODULUS, BatchedBeamHyps, ranks_ahead, step_rows
+from transdec.decoding.beam_hyps import (HASH_BASE, HASH_MODULUS, BatchedBeamHyps, live_entries, merge_equal,
+                                         pairwise_equal, ranks_ahead, same_sequences, step_rows)
 from transdec.decoding.beam_wind import WindBeamOptions
 from transdec.decoding.inputs import checked_lengths
 from transdec.decoding.registry import register_strategy
@@ -109,9 +110,8 @@ class _WindSearch:
                    rows=self.rows * size + self.slots)
         store = {name: torch.cat([old[name], new[name]], dim=1) for name in _FIELDS}
         # Most entries are empty (free slots, pruned candidates): drop them before the pairwise comparisons.
-        alive = int((store["scores"] > -torch.inf).sum(dim=1).max())
-        if alive < store["scores"].shape[1]:
-            _, kept = store["scores"].topk(max(alive, size), dim=1)
+        kept = live_entries(store["scores"], size)
+        if kept is not None:
             store = {name: value.gather(1, kept) for name, value in store.items()}
         self._merge(store)
         self._keep_best_per_frame(store)
@@ -206,21 +206,14 @@ class _WindSearch:
         """Merge equal entries (same tokens at the same frame with the same tokens there, or both finished)."""
         if self.options.merge == "none":
             return
-        scores = store["scores"]
-        alive = scores > -torch.inf
+        alive = store["scores"] > -torch.inf
         finished = store["time"] >= self.lengths
-
-        def pairwise(name: str) -> torch.Tensor:
-            return store[name].unsqueeze(2) == store[name].unsqueeze(1)
-
-        same_place = (pairwise("time") & pairwise("tokens_at_frame")) | (finished.unsqueeze(2) & finished.unsqueeze(1))
-        same = (pairwise("hashes") & pairwise("lengths") & pairwise("last_tokens") & same_place
+        same_place = ((pairwise_equal(store["time"]) & pairwise_equal(store["tokens_at_frame"]))
+                      | (finished.unsqueeze(2) & finished.unsqueeze(1)))
+        same = (same_sequences(store["hashes"], store["lengths"], store["last_tokens"]) & same_place
                 & alive.unsqueeze(2) & alive.unsqueeze(1))  # [B, N, N]
-        merged_away = (same & ranks_ahead(scores)).any(dim=1)
-        if self.options.merge == "logsumexp":
-            for name in ("scores", "am_scores"):
-                store[name] = torch.where(same, store[name].unsqueeze(1), -torch.inf).logsumexp(dim=2)
-        store["scores"] = store["scores"].masked_fill(merged_away, -torch.inf)
+        store["scores"], store["am_scores"] = merge_equal(same, store["scores"], store["am_scores"],
+                                                          self.options.merge)
 
     def _keep_best_per_frame(self, store: dict[str, torch.Tensor]) -> None:
         """Drop all but the ``K`` best entries of each frame (the finished count as one frame)."""
@@ -252,8 +245,4 @@ class _WindSearch:
 
     def nbest(self) -> list[list[Hypothesis]]:
         """Each utterance's ``nbest`` best finished hypotheses, best first."""
-        hyps = self.hyps
-        ranking = hyps.scores / hyps.lengths.clamp(min=1) if self.options.length_norm else hyps.scores
-        top_scores, top = ranking.topk(self.options.nbest, dim=1)
-        return hyps.hypotheses(torch.where(top_scores > -torch.inf, top, -1))
-
+        return self.hyps.best(self.options.nbest, self.options.length_norm)
