@@ -2,13 +2,15 @@
 
 The model is exported once (``transdec.export.onnx``); then, in one run and in alternation:
 
-* transdec, PyTorch, greedy label-looping: whole pipeline (its own features) and decoder only, B=1 and batched;
+* transdec, PyTorch, greedy label-looping (B=1 and batched) and one utterance at a time with a WIND window of 8
+  (``greedy_wind``, the batch-1 path): whole pipeline (its own features) and decoder only;
 * transdec over ONNX Runtime (``transdec.load_model(export_dir)``): the same;
 * sherpa-onnx greedy search one stream at a time and all streams in one ``decode_streams`` call, and modified
   beam search (``--beam``), whole pipeline (its features are computed inside ``decode``);
 * transdec ALSD++ beam search at the same beam, batched.
 
-RTFx is audio seconds / wall seconds (median of ``--repeats``), and each row's ratio is to sherpa-onnx greedy one
+Every row runs once untimed, then ``--repeats`` rounds time each row once in turn. RTFx is audio seconds / wall
+seconds (the median over rounds), and each row's ratio is to sherpa-onnx greedy one
 stream at a time. Agreement: sherpa-onnx's features are recomputed with kaldi-native-fbank and decoded by transdec
 (tests/onnx_helpers.py); the number of identical transcripts is printed.
 
@@ -25,6 +27,8 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -73,14 +77,19 @@ def load_audio(args: argparse.Namespace) -> tuple[list[np.ndarray], list[str] | 
     return audio, texts
 
 
-def timed(fn, repeats: int) -> float:
-    fn()  # warm-up: allocations, ONNX Runtime's first-run set-up
-    times = []
+def timed_in_turn(jobs: list[tuple[str, Callable[[], object]]], repeats: int) -> list[tuple[str, float]]:
+    """``(name, median seconds)`` of each job, run once untimed (allocations, ONNX Runtime's first-run set-up),
+    then ``repeats`` rounds in which every job runs once in turn: slow phases of a shared machine then fall on
+    every row alike."""
+    for _, job in jobs:
+        job()
+    times: list[list[float]] = [[] for _ in jobs]
     for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+        for number, (_, job) in enumerate(jobs):
+            start = time.perf_counter()
+            job()
+            times[number].append(time.perf_counter() - start)
+    return [(name, statistics.median(t)) for (name, _), t in zip(jobs, times)]
 
 
 def encode_all(model, audio: list[np.ndarray], batch_size: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
@@ -147,31 +156,35 @@ def main() -> None:
         return [s.result.text for s in streams]
 
     greedy = transdec.DecodingConfig("greedy_label")
+    wind = transdec.DecodingConfig("greedy_wind", window_size=8)  # the batch-1 path (WIND paper, Algorithm 2)
     # sherpa-onnx's greedy searches emit at most 10 symbols per frame (NeMo RNN-T), 5 (NeMo TDT), 1 (icefall).
     sherpa_max_symbols = 1 if layout == "icefall" else 5 if model.head.kind == "tdt" else 10
     beam = transdec.DecodingConfig("beam_alsd_pp", beam_size=args.beam)
-    rows: list[tuple[str, float]] = []
-    rows.append(("sherpa-onnx greedy, one stream at a time", timed(lambda: sherpa_one_at_a_time(greedy_rec),
-                                                                    args.repeats)))
-    rows.append(("sherpa-onnx greedy, decode_streams (all)", timed(lambda: sherpa_all(greedy_rec), args.repeats)))
-    rows.append((f"sherpa-onnx modified beam {args.beam}, one stream at a time",
-                 timed(lambda: sherpa_one_at_a_time(beam_rec), args.repeats)))
+    jobs: list[tuple[str, Callable[[], object]]] = [
+        ("sherpa-onnx greedy, one stream at a time", lambda: sherpa_one_at_a_time(greedy_rec)),
+        ("sherpa-onnx greedy, decode_streams (all)", lambda: sherpa_all(greedy_rec)),
+        (f"sherpa-onnx modified beam {args.beam}, one stream at a time", lambda: sherpa_one_at_a_time(beam_rec)),
+    ]
     for name, m in (("transdec PyTorch", model), ("transdec over ONNX Runtime", onnx_model)):
+        jobs.append((f"{name} greedy_wind window 8, B=1", partial(m.transcribe, audio, wind, batch_size=1)))
         for batch in (1, args.batch_size):
-            rows.append((f"{name} greedy_label, B={batch}",
-                         timed(lambda: m.transcribe(audio, greedy, batch_size=batch), args.repeats)))
-        rows.append((f"{name} beam_alsd_pp {args.beam}, B={args.batch_size}",
-                     timed(lambda: m.transcribe(audio, beam, batch_size=args.batch_size), args.repeats)))
+            jobs.append((f"{name} greedy_label, B={batch}", partial(m.transcribe, audio, greedy, batch_size=batch)))
+        jobs.append((f"{name} beam_alsd_pp {args.beam}, B={args.batch_size}",
+                     partial(m.transcribe, audio, beam, batch_size=args.batch_size)))
     sherpa_greedy = transdec.DecodingConfig("greedy_label", max_symbols_per_frame=sherpa_max_symbols)
     for batch in (1, args.batch_size):
-        rows.append((f"transdec over ONNX Runtime, sherpa-onnx's features, greedy_label, B={batch}",
-                     timed(lambda: sherpa_fe_model.transcribe(audio, sherpa_greedy, batch_size=batch), args.repeats)))
-    decoder_rows = []
+        jobs.append((f"transdec over ONNX Runtime, sherpa-onnx's features, greedy_label, B={batch}",
+                     partial(sherpa_fe_model.transcribe, audio, sherpa_greedy, batch_size=batch)))
+    decoder_jobs = []
     for name, m in (("transdec PyTorch", model), ("transdec over ONNX Runtime", onnx_model)):
+        batches = {batch: encode_all(m, audio, batch) for batch in (1, args.batch_size)}
+        decoder_jobs.append((f"{name} greedy_wind window 8 decoder only, B=1",
+                             partial(decode_all, m, batches[1], wind)))
         for batch in (1, args.batch_size):
-            batches = encode_all(m, audio, batch)
-            decoder_rows.append((f"{name} greedy_label decoder only, B={batch}",
-                                 timed(lambda: decode_all(m, batches, greedy), args.repeats)))
+            decoder_jobs.append((f"{name} greedy_label decoder only, B={batch}",
+                                 partial(decode_all, m, batches[batch], greedy)))
+    times = timed_in_turn(jobs + decoder_jobs, args.repeats)
+    rows, decoder_rows = times[: len(jobs)], times[len(jobs) :]
 
     # Agreement at the same features: sherpa-onnx's own, recomputed, decoded by transdec.
     same = 0

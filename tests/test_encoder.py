@@ -99,6 +99,22 @@ def test_subsampling_layouts_give_the_same_output(kind: str) -> None:
     torch.testing.assert_close(contiguous, channels_last, rtol=0, atol=1e-12)
 
 
+@pytest.mark.parametrize("chunk_bytes", [1, 1_300_000, 2**40])
+def test_subsampling_without_autograd_in_row_groups_gives_the_same_output(chunk_bytes: int) -> None:
+    """Inference subsamples groups of rows in place (one row, two rows, all); autograd takes the plain path."""
+    torch.manual_seed(0)
+    subsampling = ConvSubsampling(80, 32, 8).double()
+    features, lengths = torch.randn(5, 60, 80, dtype=torch.float64), torch.tensor([60, 31, 7, 60, 1])
+    plain, plain_lengths = subsampling(features, lengths)
+    kept = features.clone()
+    subsampling.chunk_bytes = chunk_bytes
+    with torch.inference_mode():
+        grouped, grouped_lengths = subsampling(features, lengths)
+    assert torch.equal(features, kept)  # the caller's features are not written to
+    assert torch.equal(grouped_lengths, plain_lengths)
+    torch.testing.assert_close(grouped, plain, rtol=0, atol=1e-12)
+
+
 def test_under_cpu_autocast_only_linear_layers_take_bfloat16() -> None:
     """``--bf16`` on a CPU: convolutions and attention stay float32 (faster there), linear layers go bf16."""
     torch.manual_seed(4)
@@ -109,17 +125,20 @@ def test_under_cpu_autocast_only_linear_layers_take_bfloat16() -> None:
         seen.setdefault(type(module).__name__, set()).add(output.dtype)
 
     for module in encoder.modules():
-        if isinstance(module, (torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Linear)):
+        if isinstance(module, (torch.nn.Conv2d, torch.nn.Linear)):
             module.register_forward_hook(record)
     attention_outputs: set[torch.dtype] = set()  # what the attention core hands its output projection
+    depthwise_outputs: set[torch.dtype] = set()  # the depthwise convolution is called as a function
     for block in encoder.blocks:
         block.attention.out.register_forward_pre_hook(lambda module, inputs: attention_outputs.add(inputs[0].dtype))
+        block.conv.depthwise_norm.register_forward_pre_hook(
+            lambda module, inputs: depthwise_outputs.add(inputs[0].dtype))
     features, lengths = torch.randn(2, 50, 80), torch.tensor([50, 31])
     reference, _ = encoder(features, lengths)
-    assert seen == {"Conv2d": {torch.float32}, "Conv1d": {torch.float32}, "Linear": {torch.float32}}
+    assert seen == {"Conv2d": {torch.float32}, "Linear": {torch.float32}}
     seen.clear()
     with torch.autocast("cpu", dtype=torch.bfloat16):
         mixed, _ = encoder(features, lengths)
-    assert seen == {"Conv2d": {torch.float32}, "Conv1d": {torch.float32}, "Linear": {torch.bfloat16}}
-    assert attention_outputs == {torch.float32}
+    assert seen == {"Conv2d": {torch.float32}, "Linear": {torch.bfloat16}}
+    assert attention_outputs == depthwise_outputs == {torch.float32}
     torch.testing.assert_close(mixed.float(), reference, rtol=0.05, atol=0.05)

@@ -152,6 +152,22 @@ def test_batch_matches_one_at_a_time_with_nan_padding(normalize, dtype):
         assert (features[i, frames[i] :] == 0).all()
 
 
+@pytest.mark.parametrize("group_bytes", [1, 900_000])
+def test_row_groups_give_the_whole_batch_s_features(monkeypatch, group_bytes):
+    """On a CPU without autograd the rows go through in groups (one row; two rows); the output is the same."""
+    from transdec.model import features as features_module
+
+    extractor = FbankExtractor(FbankConfig(normalize="per_feature"))
+    lengths = torch.tensor([8000, 16000, 300, 12000, 0])
+    batch = torch.randn(len(lengths), 16000, dtype=torch.float64)
+    whole, whole_frames = extractor(batch, lengths)
+    monkeypatch.setattr(features_module, "ROW_GROUP_BYTES", group_bytes)
+    with torch.inference_mode():
+        grouped, grouped_frames = extractor(batch, lengths)
+    assert torch.equal(grouped_frames, whole_frames)
+    torch.testing.assert_close(grouped, whole, rtol=0, atol=1e-12)
+
+
 def test_batch_shorter_than_one_window():
     features, frames = FbankExtractor()(torch.zeros(3, 399), torch.tensor([399, 10, 0]))
     assert features.shape == (3, 0, 80)

@@ -132,10 +132,14 @@ def test_local_attention_in_small_blocks_matches_nemo(name: str, clips: list[tor
 
 
 @pytest.mark.parametrize("name", ["fc_rnnt", "conformer4x"])
-def test_subsampling_in_chunks_matches_nemo(name: str, clips: list[torch.Tensor]) -> None:
-    """Long inputs are subsampled a chunk at a time; chunks of a few frames give NeMo's frames too."""
+@pytest.mark.parametrize("row_groups", [False, True])
+def test_subsampling_in_chunks_matches_nemo(name: str, row_groups: bool, clips: list[torch.Tensor]) -> None:
+    """Long inputs are subsampled a chunk at a time; chunks of a few frames give NeMo's frames too, and so do
+    groups of one row."""
     model, expected = load(name)
     model.encoder.pre_encode.chunk_frames = 16
+    if row_groups:
+        model.encoder.pre_encode.chunk_bytes = 1
     with torch.inference_mode():
         audio, samples = pad_batch(clips, dtype=torch.float32)
         encoded, lengths = model.encode(audio, samples)

@@ -28,6 +28,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from transdec.model.conformer import depthwise_conv1d
+
 #: NeMo's "infinity": masked attention scores are set to minus this, and it is the base of the sinusoid periods.
 _INF = 10000.0
 
@@ -139,14 +141,27 @@ class NemoSubsampling(nn.Module):
         self.factor = config.subsampling_factor
         #: Feature frames subsampled at once (None: all); see :meth:`forward`.
         self.chunk_frames: int | None = 4096
+        #: See :meth:`forward`.
+        self.chunk_bytes = 16 * 2**20
 
     def forward(self, features: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
         """Longer inputs than :attr:`chunk_frames` are subsampled a chunk at a time (with ``factor`` frames of
         context each side, which covers the receptive field of the stride-2 stages, and chunks starting at
         multiples of ``factor`` so that their strided grids are the global one): the same frames, with the
-        first convolution's output (``channels x T/2 x F/2`` values) bounded by the chunk size."""
+        first convolution's output (``channels x T/2 x F/2`` values) bounded by the chunk size.
+
+        Without autograd on a CPU, rows also go through in groups whose first-stage output stays under
+        :attr:`chunk_bytes`, with masks and ReLUs applied in place, as :class:`~transdec.model.subsampling.
+        ConvSubsampling` does (fresh tensors of tens of megabytes cost page faults on every call)."""
         lengths = lengths.long()
         frames = features.shape[1]
+        if features.device.type == "cpu" and not torch.is_grad_enabled():
+            first_stage_bytes = self.conv[0].out_channels * math.ceil(min(frames, self.chunk_frames or frames) / 2) * (
+                math.ceil(features.shape[2] / 2) * features.element_size())
+            rows = max(1, self.chunk_bytes // first_stage_bytes)
+            if rows < features.shape[0]:
+                pieces = [self(features[i : i + rows], lengths[i : i + rows]) for i in range(0, len(features), rows)]
+                return torch.cat([x for x, _ in pieces]), torch.cat([n for _, n in pieces])
         if self.chunk_frames is None or frames <= self.chunk_frames:
             return self._convolve(features, lengths)
         factor = self.factor
@@ -162,11 +177,14 @@ class NemoSubsampling(nn.Module):
 
     def _convolve(self, features: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
         x = features.unsqueeze(1)  # [B, 1, T, F]
-        for layer in self.conv:
+        in_place = not torch.is_grad_enabled()
+        for number, layer in enumerate(self.conv):
             # NeMo zeroes the frames past each length before every layer, so padding never leaks into the valid
             # frames through the 3x3 kernels: an utterance's output does not depend on its batch.
-            x = x * _frame_mask(lengths, x.shape[2]).to(x.dtype)[:, None, :, None]
-            x = layer(x)
+            mask = _frame_mask(lengths, x.shape[2]).to(x.dtype)[:, None, :, None]
+            # The first layer's input is the caller's; later ones are this call's own.
+            x = x.mul_(mask) if in_place and number > 0 else x * mask
+            x = torch.relu_(x) if in_place and isinstance(layer, nn.ReLU) else layer(x)
             if isinstance(layer, nn.Conv2d) and layer.stride[0] != 1:
                 lengths = torch.div(lengths + 2 * layer.padding[0] - layer.kernel_size[0], layer.stride[0],
                                     rounding_mode="floor") + 1
@@ -356,7 +374,7 @@ class ConvolutionModule(nn.Module):
         """``x [B, T, D]``, ``pad_mask [B, T]`` (True: padding)."""
         x = F.glu(self.pointwise_conv1(x.transpose(1, 2)), dim=1)
         x = x.masked_fill(pad_mask.unsqueeze(1), 0.0)
-        x = self.depthwise_conv(F.pad(x, self.padding))
+        x = depthwise_conv1d(F.pad(x, self.padding), self.depthwise_conv)
         if self.norm_type == "layer_norm":
             x = self.batch_norm(x.transpose(1, 2)).transpose(1, 2)
         else:

@@ -180,6 +180,19 @@ class FbankExtractor(nn.Module):
         its row.
         """
         lengths = self._check_inputs(waveforms, lengths)
+        rows = waveforms.shape[0]
+        if waveforms.device.type == "cpu" and not (torch.is_grad_enabled() and waveforms.requires_grad):
+            # Row groups whose spectra stay under ROW_GROUP_BYTES: on a CPU, fresh tensors of tens of
+            # megabytes cost page faults on every call (16 x 10 s: 94 ms so, 44 ms in groups). Same output.
+            spectrum_bytes = self.num_frames(waveforms.shape[1]) * (self.config.fft_size + 2) * 8
+            rows = max(1, ROW_GROUP_BYTES // max(spectrum_bytes, 1))
+        if rows < waveforms.shape[0]:
+            pieces = [self._features(waveforms[i : i + rows], lengths[i : i + rows])
+                      for i in range(0, waveforms.shape[0], rows)]
+            return torch.cat([f for f, _ in pieces]), torch.cat([n for _, n in pieces])
+        return self._features(waveforms, lengths)
+
+    def _features(self, waveforms: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
         dtype = torch.float64 if waveforms.dtype == torch.float64 else torch.float32
         waveforms = waveforms.to(dtype)
         cfg = self.config
@@ -231,6 +244,10 @@ class FbankExtractor(nn.Module):
                 f"got values in [{int(lengths.min())}, {int(lengths.max())}]"
             )
         return lengths.to(device=waveforms.device, dtype=torch.int64)
+
+
+#: See :meth:`FbankExtractor.forward`.
+ROW_GROUP_BYTES = 4 * 2**20
 
 
 def normalize_per_feature(features: Tensor, valid: Tensor, frame_counts: Tensor) -> Tensor:

@@ -9,6 +9,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from transdec.model.decoding_weights import transposed
+
 LSTMState = tuple[torch.Tensor, torch.Tensor]
 
 
@@ -68,20 +70,21 @@ class LSTMPredictor(nn.Module):
         ``docs/benchmarks.md``, "LSTM predictor step"), and the explicit form does not depend on global backend flags. Decoding
         at batch 1 is bound by per-operation overhead, so the first layer's input gates come from a
         table ``embedding @ W_ih + biases`` (one row per label, rebuilt whenever a weight changes) and
-        the gate non-linearities are applied in as few operations as possible.
+        the gate non-linearities are applied in as few operations as possible, and the weights are multiplied
+        in the layout small products run fastest in (:mod:`transdec.model.decoding_weights`).
         """
         h, c = state
         if labels.is_cuda:
             return self._fused_cell_step(labels, h, c)
-        hidden, params = self.hidden_size, self.lstm._parameters
+        hidden = self.hidden_size
         new_h, new_c = [], []
         x = None
         for layer in range(self.num_layers):
             if layer == 0:
                 input_gates = self._first_layer_input_gates(labels)
             else:
-                input_gates = torch.addmm(self._bias(layer), x, params[f"weight_ih_l{layer}"].t())
-            gates = torch.addmm(input_gates, h[layer], params[f"weight_hh_l{layer}"].t())
+                input_gates = torch.addmm(self._bias(layer), x, transposed(self.lstm, f"weight_ih_l{layer}"))
+            gates = torch.addmm(input_gates, h[layer], transposed(self.lstm, f"weight_hh_l{layer}"))
             sigmoids = gates.sigmoid()  # the cell-gate slice of it is unused
             in_gate, forget_gate = sigmoids[:, :hidden], sigmoids[:, hidden : 2 * hidden]
             out_gate = sigmoids[:, 3 * hidden :]

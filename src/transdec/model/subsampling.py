@@ -63,11 +63,42 @@ class ConvSubsampling(nn.Module):
         self.stages.to(memory_format=memory_format)
 
     def forward(self, features: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
-        """``features [B, T, F]``, ``lengths [B]`` -> ``([B, T', model_dim], lengths' [B])``, ``T' ~ T / factor``."""
+        """``features [B, T, F]``, ``lengths [B]`` -> ``([B, T', model_dim], lengths' [B])``, ``T' ~ T / factor``.
+
+        Without autograd on a CPU, rows go through in groups whose first-stage output stays under
+        :attr:`chunk_bytes`, with the masks and ReLUs applied in place: fresh tensors of tens of megabytes cost
+        page faults on every call (16 x 10 s took 151 ms so, 33 ms in groups; ``bench/cpu_layouts.py``). The
+        output is the same either way.
+        """
+        if torch.is_grad_enabled():
+            return self._subsample(features, lengths, in_place=False)
+        rows = features.shape[0]
+        if features.device.type == "cpu":
+            first_stage_bytes = self.stages[0][0].out_channels * math.ceil(features.shape[1] / 2) * math.ceil(
+                features.shape[2] / 2) * features.element_size()
+            rows = max(1, self.chunk_bytes // first_stage_bytes)
+        if rows >= features.shape[0]:
+            return self._subsample(features, lengths, in_place=True)
+        pieces = [self._subsample(features[i : i + rows], lengths[i : i + rows], in_place=True)
+                  for i in range(0, features.shape[0], rows)]
+        return torch.cat([x for x, _ in pieces]), torch.cat([n for _, n in pieces])
+
+    #: See :meth:`forward`.
+    chunk_bytes = 16 * 2**20
+
+    def _subsample(self, features: Tensor, lengths: Tensor, in_place: bool) -> tuple[Tensor, Tensor]:
         x = features.unsqueeze(1).contiguous(memory_format=self.memory_format)  # [B, 1, T, F]
-        for stage in self.stages:
-            x = x * _time_mask(lengths, x.shape[2]).view(-1, 1, x.shape[2], 1).to(x.dtype)
-            x = float32_under_cpu_autocast(stage, x)
+        for number, stage in enumerate(self.stages):
+            mask = _time_mask(lengths, x.shape[2]).view(-1, 1, x.shape[2], 1).to(x.dtype)
+            # The first stage's input may share the caller's memory; later ones are this call's own.
+            x = x.mul_(mask) if in_place and number > 0 else x * mask
+            if in_place and not torch.is_autocast_enabled(x.device.type):
+                *linear, _ = stage  # the ReLU, applied in place
+                for layer in linear:
+                    x = layer(x)
+                x = torch.relu_(x)
+            else:
+                x = float32_under_cpu_autocast(stage, x)
             lengths = strided_length(lengths, 1)
         batch, channels, frames, freq = x.shape
         x = self.output(x.transpose(1, 2).reshape(batch, frames, channels * freq))

@@ -1,0 +1,45 @@
+"""Weights laid out for the small matrix products of decoding on a CPU.
+
+A decoding step multiplies a few rows (one per hypothesis) by the predictor's and joint's weight matrices. With
+the weight stored as ``nn.Linear`` keeps it (``[out, in]``), PyTorch's CPU BLAS runs that product as a transposed
+GEMM, which at 4-16 rows took 1.2-1.5x as long as the same product with the weight stored transposed (``[in, out]``),
+and 0.9-1.3x at 1 and 64 rows (``bench/cpu_layouts.py``; docs/benchmarks.md, "CPU layouts"). :func:`linear` keeps a
+transposed copy of each weight on its module and uses it whenever no gradient is wanted.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+
+def transposed(module: nn.Module, name: str) -> Tensor:
+    """``module``'s parameter ``name`` transposed (``[in, out]``): a contiguous copy cached on the module while no
+    gradient is wanted and the tensor is on a CPU, else the transposed view.
+
+    The copy is rebuilt whenever the parameter changes: in-place updates (optimiser steps, ``load_state_dict``)
+    bump its version, moves and casts reallocate it. Parameters made under inference mode have no version
+    counter, so they get the view.
+    """
+    weight = module._parameters[name]
+    if weight.device.type != "cpu" or weight.is_inference() or (torch.is_grad_enabled() and weight.requires_grad):
+        return weight.t()
+    key = (weight._version, weight.data_ptr(), weight.dtype)
+    cache = module.__dict__.setdefault("_transposed_weights", {})
+    cached = cache.get(name)
+    if cached is None or cached[0] != key:
+        with torch.no_grad():
+            cached = cache[name] = (key, weight.t().contiguous())
+    return cached[1]
+
+
+def linear(x: Tensor, module: nn.Linear) -> Tensor:
+    """``module(x)`` for ``x [..., in]``, with the weight from :func:`transposed`."""
+    weight, bias = module._parameters["weight"], module._parameters["bias"]
+    weight_t = transposed(module, "weight")
+    if weight_t.data_ptr() == weight.data_ptr():  # no copy here: nn.Linear's own path
+        return F.linear(x, weight, bias)
+    rows = x.reshape(-1, x.shape[-1])
+    out = rows @ weight_t if bias is None else torch.addmm(bias, rows, weight_t)
+    return out.reshape(*x.shape[:-1], out.shape[-1])
