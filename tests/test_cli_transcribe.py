@@ -187,6 +187,21 @@ def test_beam_search_nbest_in_jsonl(workspace: Path, capsys) -> None:
         assert row["nbest"][0]["score"] >= row["nbest"][1]["score"]
 
 
+def test_front_end_sherpa_decodes_sherpa_onnx_s_features(capsys) -> None:
+    """--front-end sherpa: the transcripts of load_model(..., front_end="sherpa"), not of the model's features."""
+    pytest.importorskip("kaldi_native_fbank")
+    from transdec.model.checkpoint import load_model
+
+    files = sorted(str(p) for p in (Path(__file__).resolve().parent.parent / "examples").glob("*.flac"))
+    code, out, _ = cli(capsys, "transcribe", *files, "--front-end", "sherpa", "--format", "jsonl")
+    assert code == 0
+    got = [json.loads(line)["text"] for line in out.splitlines()]
+    assert got == [t.text for t in load_model("tiny-en-rnnt", front_end="sherpa").transcribe(files)]
+    assert got != [t.text for t in load_model("tiny-en-rnnt").transcribe(files)]  # the features did change
+    with pytest.raises(ValueError, match="front_end must be 'model' or 'sherpa'"):
+        load_model("tiny-en-rnnt", front_end="kaldi")
+
+
 @pytest.mark.parametrize("stop", [KeyboardInterrupt, RuntimeError])
 def test_an_interrupted_or_crashed_run_keeps_the_old_output(workspace: Path, tmp_path: Path, capsys, monkeypatch,
                                                             stop: type[BaseException]) -> None:

@@ -14,7 +14,7 @@ ort = pytest.importorskip("onnxruntime")
 
 import transdec  # noqa: E402
 from onnx_helpers import (  # noqa: E402
-    example_audio, exported, model, sherpa_icefall_features, sherpa_nemo_features,
+    MODELS, example_audio, exported, model, sherpa_icefall_features, sherpa_nemo_features,
 )
 
 LSTM_MODELS = ["tiny-en-rnnt", "tiny-en-tdt", "nemo-fc-rnnt"]
@@ -171,17 +171,16 @@ def test_cli_export(tmp_path):
     assert main(["export", "onnx", str(tmp_path / "missing.pt"), str(tmp_path / "x")]) == 2
 
 
-@pytest.mark.parametrize("name,model_type", [("tiny-en-rnnt", "nemo_transducer"),
+@pytest.mark.parametrize("name,model_type", [("tiny-en-rnnt", "nemo_transducer"), ("nemo-fc-rnnt", "nemo_transducer"),
                                              ("nemo-fc-stateless", "transducer")])
-def test_transdec_with_sherpa_front_end_equals_sherpa_onnx(name, model_type, export_root):
-    """load_onnx(front_end="sherpa"): transdec over ONNX Runtime, whole pipeline from audio, batched, gives
-    sherpa-onnx's greedy transcripts."""
+@pytest.mark.parametrize("runtime", ["onnx", "pytorch"])
+def test_transdec_with_sherpa_front_end_equals_sherpa_onnx(name, model_type, runtime, export_root):
+    """load_model(..., front_end="sherpa"): transdec over ONNX Runtime or PyTorch (the model that was exported),
+    whole pipeline from audio, batched, gives sherpa-onnx's greedy transcripts."""
     pytest.importorskip("kaldi_native_fbank")
-    from transdec.adapters.onnx import load_onnx
-
     directory = exported(name, export_root)
     recognizer = _sherpa(directory, model_type)
-    onnx_model = load_onnx(directory, front_end="sherpa")
+    loaded = transdec.load_model(directory if runtime == "onnx" else MODELS[name], front_end="sherpa")
     audio = example_audio()
     expected = []
     for samples in audio:
@@ -191,8 +190,8 @@ def test_transdec_with_sherpa_front_end_equals_sherpa_onnx(name, model_type, exp
         expected.append(list(stream.result.tokens))
     max_symbols = 10 if model_type == "nemo_transducer" else 1
     config = transdec.DecodingConfig("greedy_label", max_symbols_per_frame=max_symbols)
-    got = [[onnx_model.tokenizer.id_to_piece(t).replace("▁", " ") for t in result.tokens]
-           for result in onnx_model.transcribe(audio, config, batch_size=3)]
+    got = [[loaded.tokenizer.id_to_piece(t).replace("▁", " ") for t in result.tokens]
+           for result in loaded.transcribe(audio, config, batch_size=3)]
     assert got == expected
 
 

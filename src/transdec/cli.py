@@ -128,6 +128,9 @@ def _add_length_policy_argument(p: argparse.ArgumentParser) -> None:
                    help="how the encoder treats input lengths it has not seen (cuDNN plans each new shape): pad to "
                         "whole seconds, run without cuDNN, both, or none (default: no_cudnn on a GPU, none on a "
                         "CPU; see transdec.model.transducer_model.LengthPolicy)")
+    p.add_argument("--front-end", choices=["model", "sherpa"], default="model",
+                   help="features: the model's own, or those sherpa-onnx computes for its ONNX export (transcripts "
+                        "then equal sherpa-onnx's; needs kaldi-native-fbank)")
 
 
 def _add_lm_arguments(p: argparse.ArgumentParser) -> None:
@@ -354,7 +357,7 @@ def _output_dir_problem(path: str) -> str | None:
 def _load_model(args: argparse.Namespace):
     from transdec.model.checkpoint import load_model
 
-    model = load_model(args.model, device=args.device)
+    model = load_model(args.model, device=args.device, front_end=args.front_end)
     model.length_policy = args.length_policy
     return model
 

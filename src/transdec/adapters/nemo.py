@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import torch
 from torch import Tensor, nn
@@ -88,6 +88,8 @@ class NemoTransducer(nn.Module):
         # through the encoder at once, so there is no length policy to apply.
         self.length_policy: str | None = None
         self.pad_seconds = 1.0
+        # Features encode() computes instead of NeMo's, e.g. sherpa-onnx's (load_model's front_end).
+        self.external_front_end: Callable[[Tensor, Tensor | None], tuple[Tensor, Tensor]] | None = None
 
     @property
     def sample_rate(self) -> int:
@@ -112,8 +114,9 @@ class NemoTransducer(nn.Module):
         """
         if not waveforms.is_floating_point():
             raise ValueError(f"waveforms must be floating point (audio in [-1, 1]), got {waveforms.dtype}")
-        features, frame_counts = self.preprocessor(waveforms, lengths)
-        return self.encode_features(features, frame_counts)
+        front_end = self.preprocessor if self.external_front_end is None else self.external_front_end
+        features, frame_counts = front_end(waveforms, lengths)
+        return self.encode_features(features.to(waveforms.device), frame_counts.to(waveforms.device))
 
     def encode_features(self, features: Tensor, lengths: Tensor,
                         length_policy: str | None = None) -> tuple[Tensor, Tensor]:

@@ -24,9 +24,11 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from transdec.adapters.onnx_features import sherpa_front_end
 from transdec.adapters.onnx_files import TokensTokenizer, find_parts, read_tokens
 from transdec.adapters.onnx_parts import OnnxJoint, OnnxLstmPredictor, OnnxStatelessPredictor, numpy_of
 from transdec.protocol import HeadSpec
+
 
 @dataclass(frozen=True)
 class OnnxModelInfo:
@@ -183,7 +185,7 @@ def load_onnx(path: str | os.PathLike[str], num_threads: int = 1, front_end: str
             raise ValueError(f"{directory}/tokenizer.model has {tokenizer.vocab_size} tokens but the model has "
                              f"{info.head.num_tokens}")
     joint = OnnxJoint(sessions["joiner"], info.layout, info.head)
-    features = _front_end(info.front_end) if front_end == "model" else _sherpa_front_end(info)
+    features = _front_end(info.front_end) if front_end == "model" else sherpa_front_end(info.layout, info.front_end)
     return OnnxTransducer(info, sessions["encoder"], predictor, joint, tokenizer, features)
 
 
@@ -269,14 +271,6 @@ def _int_meta(meta: dict[str, str], key: str, file: Path) -> int:
 def _token_pieces(info: OnnxModelInfo, pieces: list[str]) -> list[str]:
     """The ``V`` token pieces in transdec's id order (without the blank)."""
     return pieces[: info.head.num_tokens] if info.layout == "nemo" else pieces[1:]
-
-
-def _sherpa_front_end(info: OnnxModelInfo) -> Any:
-    from transdec.adapters.onnx_features import SherpaFrontEnd
-
-    description = info.front_end or {}
-    bins = int(description.get("config", {}).get("num_mel_bins", 80))
-    return SherpaFrontEnd(info.layout, bins, description.get("normalize", "") or "")
 
 
 def _front_end(description: dict[str, Any] | None) -> Any:

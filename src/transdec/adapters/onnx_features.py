@@ -7,6 +7,7 @@ transdec decodes an ONNX model from exactly the input sherpa-onnx decodes it fro
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -68,3 +69,20 @@ class SherpaFrontEnd:
             var = np.maximum((feats * feats).mean(0, dtype=np.float32) - mean * mean, 0.0)
             feats = (feats - mean) * (1.0 / (np.sqrt(var) + np.float32(1e-5)))
         return torch.from_numpy(feats)
+
+
+def sherpa_front_end(layout: str, description: dict[str, Any] | None) -> SherpaFrontEnd:
+    """The features sherpa-onnx computes for an export of ``layout`` whose front end ``description`` is the
+    ``transdec_front_end`` metadata (``{"config": {"num_mel_bins": ...}, "normalize": ...}``; missing: 80 bins, no
+    normalisation)."""
+    description = description or {}
+    bins = int(description.get("config", {}).get("num_mel_bins", 80))
+    return SherpaFrontEnd(layout, bins, description.get("normalize", "") or "")
+
+
+def sherpa_front_end_of(model: Any) -> SherpaFrontEnd:
+    """The features sherpa-onnx computes for ``model``'s ONNX export (a transdec or NeMo-imported PyTorch model):
+    ``transdec.load_model(..., front_end="sherpa")``."""
+    from transdec.export.onnx import export_layout, front_end_metadata
+
+    return sherpa_front_end(export_layout(model), front_end_metadata(model))

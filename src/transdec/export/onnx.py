@@ -82,8 +82,8 @@ def export_onnx(model: Any, out_dir: str | os.PathLike[str], *, max_frames: int 
     out.mkdir(parents=True, exist_ok=True)
     model = _float32_cpu_eval_copy(model)
     head: HeadSpec = model.head
-    layout = "nemo" if isinstance(model.predictor, LSTMPredictor) else "icefall"
-    front_end = _front_end_metadata(model)
+    layout = export_layout(model)
+    front_end = front_end_metadata(model)
     feat_dim = int(front_end["config"]["num_mel_bins"])
     encoder_dim, predictor_dim = model.joint.encoder_dim, model.joint.predictor_dim
     if head.kind == "tdt" and list(head.durations) != list(range(len(head.durations))):
@@ -201,7 +201,12 @@ def _subsampling_factor(model: Any) -> int:
     return int(encoder.config.subsampling_factor)
 
 
-def _front_end_metadata(model: Any) -> dict[str, Any]:
+def export_layout(model: Any) -> str:
+    """``"nemo"`` (NeMo-transducer layout) for LSTM predictors, ``"icefall"`` for stateless ones."""
+    return "nemo" if isinstance(model.predictor, LSTMPredictor) else "icefall"
+
+
+def front_end_metadata(model: Any) -> dict[str, Any]:
     """The model's front end as data: ``kind`` ("fbank": transdec's Kaldi filterbank; "nemo_mel": NeMo's mel
     front end), its ``config``, and sherpa-onnx's name for the normalisation (``normalize``)."""
     if hasattr(model, "features"):  # transdec's own model

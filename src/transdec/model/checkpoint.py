@@ -67,29 +67,45 @@ def read_checkpoint(path: str | os.PathLike[str]) -> dict[str, Any]:
 
 
 def load_model(name_or_path: str | os.PathLike[str], device: str | torch.device = "cpu",
-               dtype: torch.dtype = torch.float32) -> TransducerModel:
+               dtype: torch.dtype = torch.float32, front_end: str = "model") -> TransducerModel:
     """Load a bundled model by name (``"tiny-en-rnnt"``, ...) or any model file by path, in eval mode.
 
     A path ending in ``.nemo`` is a NeMo checkpoint, loaded by :func:`transdec.adapters.nemo.load_nemo`; a directory
     of ``.onnx`` files is an ONNX Transducer, loaded by :func:`transdec.adapters.onnx.load_onnx`.
-    """
-    name = str(name_or_path)
-    if name.endswith(".nemo"):  # a NeMo checkpoint: the adapter (and its YAML library) load only when needed
-        from transdec.adapters.nemo import load_nemo
 
-        return load_nemo(name, device=device, dtype=dtype)
+    ``front_end="sherpa"`` makes ``encode`` compute the features sherpa-onnx computes for the model's ONNX export
+    (:class:`~transdec.adapters.onnx_features.SherpaFrontEnd`, with kaldi-native-fbank) instead of the model's own,
+    so that transcripts equal sherpa-onnx's (docs/deploy.md, "Front ends"). A model hears other features than it
+    was trained on then, which costs accuracy unless it was trained on sherpa-onnx's.
+    """
+    if front_end not in ("model", "sherpa"):
+        raise ValueError(f"front_end must be 'model' or 'sherpa', got {front_end!r}")
+    name = str(name_or_path)
     path = bundled_model_path(name) if name in BUNDLED_MODELS else Path(name)
     if path.is_dir() and any(path.glob("*.onnx")):  # an ONNX export: ONNX Runtime loads only when needed
         from transdec.adapters.onnx import load_onnx
 
         if torch.device(device).type != "cpu" or dtype != torch.float32:
             raise ValueError(f"{path}: ONNX models run in float32 on the CPU (ONNX Runtime)")
-        return load_onnx(path)
+        return load_onnx(path, front_end=front_end)
+    model = _load_pytorch_model(path, device, dtype)
+    if front_end == "sherpa":
+        from transdec.adapters.onnx_features import sherpa_front_end_of
+
+        model.external_front_end = sherpa_front_end_of(model)
+    return model
+
+
+def _load_pytorch_model(path: Path, device: str | torch.device, dtype: torch.dtype) -> TransducerModel:
+    if path.name.endswith(".nemo"):  # a NeMo checkpoint: the adapter (and its YAML library) load only when needed
+        from transdec.adapters.nemo import load_nemo
+
+        return load_nemo(path, device=device, dtype=dtype)
     if path.is_dir():
         raise ValueError(f"{path}: is a directory; expected a transdec model file or a bundled model name "
                          f"({', '.join(BUNDLED_MODELS)})")
     if not path.exists():
-        raise FileNotFoundError(f"no model file {name!r}; the bundled models are {list(BUNDLED_MODELS)}")
+        raise FileNotFoundError(f"no model file {str(path)!r}; the bundled models are {list(BUNDLED_MODELS)}")
     payload = read_checkpoint(path)
     try:
         model = TransducerModel(ModelConfig.from_dict(payload["config"]), Tokenizer.from_bytes(payload["tokenizer"]))

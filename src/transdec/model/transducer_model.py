@@ -12,7 +12,7 @@ import dataclasses
 import json
 import math
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Literal
+from typing import Any, Callable, Iterator, Literal
 
 import torch
 import torch.nn.functional as F
@@ -134,6 +134,8 @@ class TransducerModel(nn.Module):
         # buckets of the "pad" policies, in seconds.
         self.length_policy: LengthPolicy | None = None
         self.pad_seconds: float = 1.0
+        # Features encode() computes instead of the model's own, e.g. sherpa-onnx's (load_model's front_end).
+        self.external_front_end: Callable[[Tensor, Tensor | None], tuple[Tensor, Tensor]] | None = None
 
     @property
     def sample_rate(self) -> int:
@@ -169,6 +171,9 @@ class TransducerModel(nn.Module):
             raise ValueError(f"waveforms must be floating point (audio in [-1, 1]), got {waveforms.dtype}; "
                              "scale integer PCM first (int16 / 32768, int32 / 2**31)")
         policy = self._length_policy(waveforms, length_policy)
+        if self.external_front_end is not None:
+            features, frame_counts = self.external_front_end(waveforms, lengths)
+            return self.encode_features(features.to(waveforms.device), frame_counts.to(waveforms.device), policy)
         frames = self.features.num_frames(waveforms.shape[1])
         if frames == 0:  # the encoder cannot run on no frames
             features, frame_counts = self.features(waveforms, lengths)  # checks the inputs, counts 0 frames
