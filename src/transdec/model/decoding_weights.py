@@ -2,8 +2,8 @@
 
 A decoding step multiplies a few rows (one per hypothesis) by the predictor's and joint's weight matrices. With
 the weight stored as ``nn.Linear`` keeps it (``[out, in]``), PyTorch's CPU BLAS runs that product as a transposed
-GEMM, which at 4-16 rows took 1.2-1.5x as long as the same product with the weight stored transposed (``[in, out]``),
-and 0.9-1.3x at 1 and 64 rows (``bench/cpu_layouts.py``; docs/benchmarks.md, "CPU layouts"). :func:`linear` keeps a
+GEMM, which took up to 1.5x as long as the same product with the weight stored transposed (``[in, out]``): 1.0-1.5x
+at 4-16 rows, 1.0-1.3x at 1 and 64 rows (``bench/cpu_layouts.py``; docs/benchmarks.md, "CPU layouts"). :func:`linear` keeps a
 transposed copy of each weight on its module and uses it whenever no gradient is wanted.
 """
 
