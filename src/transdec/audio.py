@@ -107,6 +107,25 @@ def as_waveform(audio: AudioInput, sample_rate: int, name: str = "the audio arra
     return array
 
 
+def check_float_waveforms(waveforms: torch.Tensor) -> None:
+    """Refuse integer PCM given to a model's ``encode``: its scale is not that of audio in [-1, 1]."""
+    if isinstance(waveforms, torch.Tensor) and not waveforms.is_floating_point():
+        raise ValueError(f"waveforms must be floating point (audio in [-1, 1]), got {waveforms.dtype}; "
+                         "scale integer PCM first (int16 / 32768, int32 / 2**31)")
+
+
+class Transcribing:
+    """``transcribe`` for a model class with ``encode``, a ``tokenizer`` and the other parts of
+    :class:`~transdec.protocol.SpeechModel`."""
+
+    def transcribe(self, inputs, decoding=None, batch_size: int = 16, **options):
+        """Audio files or 1-D sample arrays -> one :class:`~transdec.transcribe.Transcript` each (see
+        :func:`transdec.transcribe.transcribe`)."""
+        from transdec.transcribe import transcribe  # transcribe imports the model modules; import it late
+
+        return transcribe(self, inputs, decoding, batch_size, **options)
+
+
 def _check_wav_not_truncated(path: Path) -> None:
     """libsndfile silently reads what is left of a cut-off WAV file; compare with what its header promises."""
     with open(path, "rb") as f:

@@ -25,6 +25,7 @@ from transdec.adapters.nemo_archive import NemoArchive, read_nemo_archive
 from transdec.adapters.nemo_encoder import NemoConformerEncoder, NemoEncoderConfig
 from transdec.adapters.nemo_features import NemoMelConfig, NemoMelFrontEnd
 from transdec.adapters.nemo_predictor import NemoStatelessPredictor
+from transdec.audio import Transcribing, check_float_waveforms
 from transdec.model.joint import JointNetwork
 from transdec.model.predictors import LSTMPredictor
 from transdec.model.tokenizer import Tokenizer
@@ -65,7 +66,7 @@ class NemoModelInfo:
     encoder: NemoEncoderInfo
 
 
-class NemoTransducer(nn.Module):
+class NemoTransducer(Transcribing, nn.Module):
     """A NeMo Transducer as a :class:`~transdec.protocol.SpeechModel`: ``encode`` audio, decode with any decoder.
 
     Modules: ``preprocessor`` (:class:`NemoMelFrontEnd`), ``encoder`` (:class:`NemoConformerEncoder`),
@@ -112,8 +113,7 @@ class NemoTransducer(nn.Module):
 
         ``length_policy`` is accepted for the command line's sake and has no effect.
         """
-        if not waveforms.is_floating_point():
-            raise ValueError(f"waveforms must be floating point (audio in [-1, 1]), got {waveforms.dtype}")
+        check_float_waveforms(waveforms)
         front_end = self.preprocessor if self.external_front_end is None else self.external_front_end
         features, frame_counts = front_end(waveforms, lengths)
         return self.encode_features(features.to(waveforms.device), frame_counts.to(waveforms.device))
@@ -153,11 +153,6 @@ class NemoTransducer(nn.Module):
             results.append([t for i, t in enumerate(row) if t != blank and (i == 0 or row[i - 1] != t)])
         return results
 
-    def transcribe(self, inputs, decoding=None, batch_size: int = 16, **options):
-        """Audio files or 1-D sample arrays -> one :class:`~transdec.transcribe.Transcript` each."""
-        from transdec.transcribe import transcribe  # imported late: transcribe imports the model modules
-
-        return transcribe(self, inputs, decoding, batch_size, **options)
 
 
 def load_nemo(path: str | os.PathLike[str], device: str | torch.device = "cpu",

@@ -27,6 +27,7 @@ from torch import Tensor
 from transdec.adapters.onnx_features import sherpa_front_end
 from transdec.adapters.onnx_files import TokensTokenizer, find_parts, read_tokens
 from transdec.adapters.onnx_parts import OnnxJoint, OnnxLstmPredictor, OnnxStatelessPredictor, numpy_of
+from transdec.audio import Transcribing, check_float_waveforms
 from transdec.protocol import HeadSpec
 
 
@@ -70,7 +71,7 @@ class OnnxEncoderInfo:
     receptive_field: float = math.inf
 
 
-class OnnxTransducer:
+class OnnxTransducer(Transcribing):
     """An ONNX Transducer as a :class:`~transdec.protocol.SpeechModel`: ``encode`` audio (or
     ``encode_features``), then decode with any transdec decoder."""
 
@@ -122,8 +123,7 @@ class OnnxTransducer:
         """``waveforms [B, N]`` in [-1, 1], ``lengths [B]`` -> ``(encoder_out [B, T, D], lengths [B])``."""
         if self.front_end is None:
             raise ValueError("this export does not say which features its encoder takes; use encode_features")
-        if not waveforms.is_floating_point():
-            raise ValueError(f"waveforms must be floating point (audio in [-1, 1]), got {waveforms.dtype}")
+        check_float_waveforms(waveforms)
         features, counts = self.front_end(waveforms.float(), lengths)
         return self.encode_features(features, counts)
 
@@ -140,11 +140,6 @@ class OnnxTransducer:
             encoded = encoded.transpose(1, 2)
         return encoded, torch.from_numpy(out_lengths).long()
 
-    def transcribe(self, inputs, decoding=None, batch_size: int = 16, **options):
-        """Audio files or 1-D sample arrays -> one :class:`~transdec.transcribe.Transcript` each."""
-        from transdec.transcribe import transcribe
-
-        return transcribe(self, inputs, decoding, batch_size, **options)
 
 
 def load_onnx(path: str | os.PathLike[str], num_threads: int = 1, front_end: str = "model") -> OnnxTransducer:

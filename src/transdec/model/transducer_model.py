@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from transdec.audio import Transcribing, check_float_waveforms
 from transdec.model.conformer import ConformerConfig, ConformerEncoder
 from transdec.model.features import FbankConfig, FbankExtractor
 from transdec.model.joint import JointNetwork
@@ -96,7 +97,7 @@ class ModelConfig:
         )
 
 
-class TransducerModel(nn.Module):
+class TransducerModel(Transcribing, nn.Module):
     """A trained Transducer: :meth:`encode` audio, then decode with any transdec decoder.
 
     Attributes used by decoders (the :class:`~transdec.protocol.DecodingModel` protocol): ``head``,
@@ -167,9 +168,7 @@ class TransducerModel(nn.Module):
         refused, as its scale is not that of audio in [-1, 1]. Audio shorter than one feature window (25 ms)
         gives no encoder frame.
         """
-        if isinstance(waveforms, Tensor) and not waveforms.is_floating_point():
-            raise ValueError(f"waveforms must be floating point (audio in [-1, 1]), got {waveforms.dtype}; "
-                             "scale integer PCM first (int16 / 32768, int32 / 2**31)")
+        check_float_waveforms(waveforms)
         policy = self._length_policy(waveforms, length_policy)
         if self.external_front_end is not None:
             features, frame_counts = self.external_front_end(waveforms, lengths)
@@ -225,11 +224,6 @@ class TransducerModel(nn.Module):
         bucket = max(1, round(self.pad_seconds * 1000.0 / self.config.features.frame_shift_ms))
         return math.ceil(frames / bucket) * bucket
 
-    def transcribe(self, inputs, decoding=None, batch_size: int = 16, **options):
-        """Audio files or 1-D sample arrays -> one :class:`~transdec.transcribe.Transcript` each (see there)."""
-        from transdec.transcribe import transcribe  # transcribe needs this module; import it late
-
-        return transcribe(self, inputs, decoding, batch_size, **options)
 
 
 @contextlib.contextmanager
