@@ -202,6 +202,26 @@ def test_front_end_sherpa_decodes_sherpa_onnx_s_features(capsys) -> None:
         load_model("tiny-en-rnnt", front_end="kaldi")
 
 
+def test_local_attention_for_nemo_models(capsys) -> None:
+    """--local-attention LEFT[,RIGHT] switches a NeMo model's encoder as use_local_attention does; other models
+    and bad windows are one-line errors."""
+    pytest.importorskip("omegaconf")
+    from transdec.model.checkpoint import load_model
+
+    root = Path(__file__).resolve().parent
+    nemo = root / "fixtures" / "nemo" / "fc_rnnt.nemo"
+    files = sorted(str(p) for p in (root.parent / "examples").glob("*.flac"))
+    code, out, _ = cli(capsys, "transcribe", *files, "--model", nemo, "--local-attention", "3,2", "--format", "jsonl")
+    assert code == 0
+    model = load_model(nemo)
+    model.use_local_attention(3, 2)
+    assert [json.loads(line)["tokens"] for line in out.splitlines()] == [t.tokens for t in model.transcribe(files)]
+    code, _, err = cli(capsys, "transcribe", *files, "--local-attention", "8")
+    assert code == 2 and "--local-attention is for NeMo models; tiny-en-rnnt is not one" in err
+    code, _, err = cli(capsys, "transcribe", *files, "--model", nemo, "--local-attention", "0,4")
+    assert code == 2 and "positive frame counts" in err
+
+
 @pytest.mark.parametrize("stop", [KeyboardInterrupt, RuntimeError])
 def test_an_interrupted_or_crashed_run_keeps_the_old_output(workspace: Path, tmp_path: Path, capsys, monkeypatch,
                                                             stop: type[BaseException]) -> None:

@@ -128,6 +128,10 @@ def _add_length_policy_argument(p: argparse.ArgumentParser) -> None:
                    help="how the encoder treats input lengths it has not seen (cuDNN plans each new shape): pad to "
                         "whole seconds, run without cuDNN, both, or none (default: no_cudnn on a GPU, none on a "
                         "CPU; see transdec.model.transducer_model.LengthPolicy)")
+    p.add_argument("--local-attention", type=_attention_window, default=None, metavar="LEFT[,RIGHT]",
+                   help="NeMo models: switch the encoder to sliding-window attention over LEFT and RIGHT frames "
+                        "(RIGHT defaults to LEFT), as NeMo does for long recordings; memory then grows linearly "
+                        "with the length (e.g. 128)")
     p.add_argument("--front-end", choices=["model", "sherpa"], default="model",
                    help="features: the model's own, or those sherpa-onnx computes for its ONNX export (transcripts "
                         "then equal sherpa-onnx's; needs kaldi-native-fbank)")
@@ -146,6 +150,17 @@ def _add_lm_arguments(p: argparse.ArgumentParser) -> None:
     group.add_argument("--lm-blank-scoring", action="store_true",
                        help="the beam-search paper's blank scoring: tokens get ln(1 - p_blank) too, blanks (1 + weight)"
                             " times their log-prob")
+
+
+def _attention_window(text: str) -> tuple[int, int]:
+    """An argparse type: ``LEFT`` or ``LEFT,RIGHT`` positive frame counts."""
+    try:
+        parts = [int(part) for part in text.split(",")]
+    except ValueError:
+        parts = []
+    if len(parts) not in (1, 2) or min(parts) < 1:
+        raise argparse.ArgumentTypeError(f"expected LEFT or LEFT,RIGHT positive frame counts, got {text!r}")
+    return parts[0], parts[-1]
 
 
 def _weights(text: str) -> list[float]:
@@ -359,6 +374,10 @@ def _load_model(args: argparse.Namespace):
 
     model = load_model(args.model, device=args.device, front_end=args.front_end)
     model.length_policy = args.length_policy
+    if args.local_attention is not None:
+        if not hasattr(model, "use_local_attention"):
+            raise ValueError(f"--local-attention is for NeMo models; {args.model} is not one")
+        model.use_local_attention(*args.local_attention)
     return model
 
 
