@@ -6,8 +6,8 @@ returns a :class:`NemoTransducer`: NeMo's mel front end (:mod:`.nemo_features`),
 them, so every transdec decoder runs on it.
 
 Supported: ``EncDecRNNTBPEModel`` (RNN-T; TDT with ``loss.loss_name: tdt``; multi-blank with
-``multiblank_rnnt``) and ``EncDecHybridRNNTCTCBPEModel`` (the Transducer head is decoded; :meth:`NemoTransducer.
-ctc_greedy` decodes the CTC head), with an LSTM ``RNNTDecoder`` or a ``StatelessTransducerDecoder``, an
+``multiblank_rnnt``) and ``EncDecHybridRNNTCTCBPEModel`` (the Transducer head is decoded; the ``ctc_greedy``
+strategy decodes the CTC head), with an LSTM ``RNNTDecoder`` or a ``StatelessTransducerDecoder``, an
 ``RNNTJoint``, a SentencePiece (``bpe``) tokenizer. Anything else is refused with the class or config key named.
 """
 
@@ -140,18 +140,11 @@ class NemoTransducer(Transcribing, nn.Module):
         self.encoder.config.self_attention_model = "rel_pos_local_attn"
         self.encoder.config.att_context_size = (int(left), int(right))
 
-    @torch.inference_mode()
     def ctc_greedy(self, encoder_out: Tensor, lengths: Tensor) -> list[list[int]]:
-        """Hybrid models: greedy CTC tokens (best label per frame, repeats merged, blanks removed) per utterance."""
-        if self.ctc is None:
-            raise ValueError("this model has no CTC head (only hybrid RNN-T/CTC models do)")
-        best = self.ctc(encoder_out).argmax(-1)  # [B, T]
-        blank = self.ctc.out_features - 1
-        results = []
-        for row, length in zip(best.tolist(), lengths.tolist()):
-            row = row[:length]
-            results.append([t for i, t in enumerate(row) if t != blank and (i == 0 or row[i - 1] != t)])
-        return results
+        """Hybrid models: greedy CTC tokens per utterance (the ``ctc_greedy`` strategy's)."""
+        from transdec.decoding import DecodingConfig, decode
+
+        return [h.tokens for h in decode(self, encoder_out, lengths, DecodingConfig("ctc_greedy")).hypotheses()]
 
 
 

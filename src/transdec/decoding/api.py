@@ -11,6 +11,7 @@ import torch
 # Each strategy module registers itself on import.
 from transdec.decoding import greedy_label_looping, greedy_frame_looping, greedy_wind, greedy_reference  # noqa: F401, I001
 from transdec.decoding import beam_graves, beam_maes, beam_alsd, beam_alsd_pp, beam_aes_pp, beam_wind, beam_wind_batched  # noqa: F401, I001
+from transdec.decoding import ctc_greedy  # noqa: F401
 from transdec.decoding.options import DecodingOptions
 from transdec.decoding.registry import STRATEGIES, Strategy
 from transdec.decoding.results import DecodingResult
