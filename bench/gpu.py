@@ -12,6 +12,10 @@ Token agreement is counted per utterance against transdec's eager decode.
 
 A second table times WIND at batch 1 (label-looping with a window, in graph mode, against window 1 and
 NeMo at batch 1), and checks that every window gives the same output.
+
+A third times ALSD++ beam search (``beam_alsd_pp``, ``--beam-size``) at ``--beam-batch-sizes`` with
+``cuda_graphs`` ``off`` and ``step_graphs`` on the same decoder and batches, and counts the utterances whose best
+hypothesis has the same tokens in both. A row that fails says so and the script goes on.
 """
 
 from __future__ import annotations
@@ -36,6 +40,8 @@ from transdec.decoding import DecodingConfig, decode  # noqa: E402
 MODES = {"off": ("off", False, None), "step_graphs": ("step_graphs", True, None),
          "while_loops, plain": ("while_loops", False, None), "while_loops": ("while_loops", True, None),
          "while_loops, bf16": ("while_loops", True, torch.bfloat16)}
+#: ALSD++ columns: name -> cuda_graphs mode.
+BEAM_MODES = {"off": "off", "step_graphs": "step_graphs"}
 
 
 def parse_args() -> argparse.Namespace:
@@ -45,6 +51,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--utterances", type=int, default=128, help="utterances at B > 1")
     parser.add_argument("--batch1-utterances", type=int, default=16, help="utterances at B = 1")
     parser.add_argument("--windows", default="1,4,8", help="WIND windows timed at batch 1")
+    parser.add_argument("--beam-batch-sizes", default="32,128", help="ALSD++ rows ('' for none)")
+    parser.add_argument("--beam-size", type=int, default=4, help="beam of the ALSD++ rows")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--no-nemo", action="store_true", help="skip NeMo's decoders even if NeMo imports")
     parser.add_argument("--output", default=None, help="also write the tables (markdown) here")
@@ -105,6 +113,34 @@ def median_times(runners: dict[str, Callable[[], None]], repeats: int) -> dict[s
     return {name: statistics.median(values) for name, values in samples.items()}
 
 
+def beam_rows(model, kind: str, all_lengths: list[int], args: argparse.Namespace, device: torch.device) -> list[str]:
+    """ALSD++ rows of one head, one per batch size: RTFx with ``cuda_graphs`` off and step_graphs."""
+    rows = []
+    seconds_of_audio = sum(all_lengths) * greedy_bench.FRAME_SECONDS
+    for batch_size in (int(b) for b in args.beam_batch_sizes.split(",") if b.strip()):
+        try:
+            batches = [(f.to(device), n.to(device))
+                       for f, n in greedy_bench.make_batches(all_lengths, batch_size, args.seed)]
+            runners, outputs = {}, {}
+            for name, mode in BEAM_MODES.items():
+                config = DecodingConfig("beam_alsd_pp", beam_size=args.beam_size, cuda_graphs=mode)
+                runners[name], outputs[name] = transdec_runner(model, batches, config)
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                times = median_times(runners, args.repeats)
+            for warning in {str(w.message) for w in caught}:
+                print(f"# warning: {warning}", flush=True)
+            off, graphs = (seconds_of_audio / times[name] for name in BEAM_MODES)
+            same = sum(a == b for a, b in zip(outputs["step_graphs"], outputs["off"]))
+            rows.append(f"| {kind} | {batch_size} | {args.beam_size} | {off:,.0f} | {graphs:,.0f} | "
+                        f"**{graphs / off:.2f}x** | {same}/{len(outputs['off'])} |")
+        except Exception as error:  # a failed row must not cost the other tables
+            rows.append(f"| {kind} | {batch_size} | {args.beam_size} | failed: {type(error).__name__}: {error} "
+                        "| - | - | - |")
+        print(rows[-1], flush=True)
+    return rows
+
+
 def load_nemo(disabled: bool):
     if disabled:
         return None
@@ -147,6 +183,8 @@ def main() -> None:
               " | best float32 / NeMo graphs | same tokens as transdec off |")
     rows = [header, "|---" * (header.count("|") - 1) + "|"]
     wind_rows = ["| head | decoder (B=1) | RTFx | / NeMo graphs B=1 | same tokens as window 1 |", "|---|---|---|---|---|"]
+    alsd_rows = ["| head | B | beam | ALSD++ off RTFx | ALSD++ step_graphs RTFx | step_graphs / off | "
+                 "same best tokens |", "|---|---|---|---|---|---|---|"]
     for kind in args.heads.split(","):
         model = greedy_bench.calibrated_model(greedy_bench.HEADS[kind], 0.4, args.seed).to(device)
         with_nemo = nemo is not None and kind in ("rnnt", "tdt")
@@ -201,8 +239,11 @@ def main() -> None:
             wind_rows.append(f"| {kind} | {name} | {rtfx:,.0f} | {versus} | {same} |")
             print(wind_rows[-1], flush=True)
 
+        alsd_rows += beam_rows(model, kind, all_lengths, args, device)
+
     lines += ["", f"Decoder-only RTFx, {args.utterances} utterances of 5-20 s ({args.batch1_utterances} at B=1), "
-              f"median of {args.repeats}:", "", *rows, "", "WIND at batch 1:", "", *wind_rows]
+              f"median of {args.repeats}:", "", *rows, "", "WIND at batch 1:", "", *wind_rows, "",
+              f"ALSD++ beam search, beam {args.beam_size}, decoder only:", "", *alsd_rows]
     print("\n".join(lines))
     if args.output:
         with open(args.output, "w") as out:

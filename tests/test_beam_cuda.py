@@ -1,4 +1,7 @@
-"""Beam searches and the n-gram LM on a GPU give what they give on the CPU (float64, so bit-close)."""
+"""Beam searches and the n-gram LM on a GPU give what they give on the CPU (float64, so bit-close); ALSD++ under
+CUDA graphs gives what it gives eagerly."""
+
+import warnings
 
 import pytest
 import torch
@@ -6,9 +9,11 @@ import torch
 from arpa_fixtures import random_arpa
 from test_beam_alsd import same
 from test_greedy_exactness import HEADS, encoder_batch, model_for
-from transdec.decoding import Fusion
+from transdec.decoding import DecodingConfig, Fusion, decode, graph_cache
 from transdec.decoding.beam_aes_pp import beam_aes_pp
 from transdec.decoding.beam_alsd_pp import beam_alsd_pp
+from transdec.decoding.beam_graphs import NAME as ALSD_GRAPHS
+from transdec.decoding.label_looping_graphs import CudaGraphFallbackWarning
 from transdec.decoding.beam_wind_batched import beam_wind_batched
 from transdec.lm import NGramLM
 
@@ -55,3 +60,108 @@ def test_ngram_scores_on_cuda_equal_cpu(tmp_path):
     gpu = lm.to("cuda")
     torch.testing.assert_close(gpu.token_logprobs(states.cuda()).cpu(), lm.token_logprobs(states))
     assert torch.equal(gpu.advance(states.cuda(), tokens.cuda()).cpu(), lm.advance(states, tokens))
+
+
+def assert_same_nbest(got, expected):
+    assert [len(n) for n in got] == [len(n) for n in expected]
+    for got_list, expected_list in zip(got, expected):
+        assert all(same(a, b) and a.am_score == pytest.approx(b.am_score, abs=1e-9)
+                   for a, b in zip(got_list, expected_list))
+
+
+def alsd_graph_sets(model) -> list:
+    """The ALSD++ graph sets cached for ``model``."""
+    return [graphs for key, graphs in graph_cache.GRAPHS.get(model, {}).items() if key[0] == ALSD_GRAPHS]
+
+
+@pytest.fixture
+def graph_failures_forgotten():
+    """Each test finds out for itself whether graphs work (decoding remembers failures per process)."""
+    graph_cache.FAILED_MODES.clear()
+    yield
+    graph_cache.FAILED_MODES.clear()
+
+
+# Two batches per batch size, of one frame bucket (64), padded with NaN: the second must reuse the first's graphs.
+ALSD_BATCHES = {1: [[24], [17]], 3: [[24, 0, 13], [5, 24, 1]],
+                8: [[0, 1, 24, 0, 1, 13, 7, 24], [24, 3, 9, 24, 2, 0, 17, 11]]}
+
+
+@pytest.mark.parametrize("beam_size, predictor", [(2, "stateless"), (4, "lstm")])
+@pytest.mark.parametrize("batch_size", list(ALSD_BATCHES))
+@pytest.mark.parametrize("kind", list(HEADS))
+def test_alsd_pp_step_graphs_equal_eager_and_cpu(kind, batch_size, beam_size, predictor, graph_failures_forgotten):
+    cpu_model = model_for(kind, predictor, "label_heavy")
+    model = on_cuda(cpu_model)
+    # Beam 2 also takes the sort of early pruning and the log-sum-exp merge into the graph.
+    options = dict(beam_size=beam_size, nbest=beam_size, merge="logsumexp" if beam_size == 2 else "max",
+                   pruning="early" if beam_size == 2 else "late")
+    first_graphs = None
+    for seed, lengths in enumerate(ALSD_BATCHES[batch_size]):
+        frames, lengths_tensor = encoder_batch(lengths, seed=seed)
+        reference = beam_alsd_pp(cpu_model, frames, lengths_tensor, 3, **options)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", CudaGraphFallbackWarning)  # the mode asked for is the mode that ran
+            results = {mode: beam_alsd_pp(model, frames.cuda(), lengths_tensor.cuda(), 3, cuda_graphs=mode, **options)
+                       for mode in ("off", "step_graphs")}
+        for result in results.values():
+            assert_same_nbest(result.nbest, reference.nbest)
+        graphed = results["step_graphs"].stats
+        assert (graphed.predictor_calls, graphed.joint_calls) == (
+            reference.stats.predictor_calls, reference.stats.joint_calls)
+        graph_sets = alsd_graph_sets(model)
+        assert len(graph_sets) == 1
+        if first_graphs is None:
+            first_graphs = graph_sets[0]
+        assert graph_sets[0] is first_graphs  # the second batch was a cache hit
+
+
+def test_alsd_pp_auto_uses_graphs_without_fusions_only(graph_failures_forgotten):
+    cpu_model = model_for("tdt", "lstm", "label_heavy")
+    model = on_cuda(cpu_model)
+    frames, lengths = encoder_batch([70, 3, 64, 65], seed=5)  # frame bucket 128
+    config = DecodingConfig("beam_alsd_pp", beam_size=4, nbest=2, max_symbols_per_frame=3)
+    expected = decode(cpu_model, frames, lengths, config).nbest
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CudaGraphFallbackWarning)
+        assert_same_nbest(decode(model, frames.cuda(), lengths.cuda(), config).nbest, expected)
+    assert len(alsd_graph_sets(model)) == 1
+    fusions = [Fusion(DummyLM(HEADS["tdt"].num_tokens), 0.0)]
+    config = DecodingConfig("beam_alsd_pp", config.options, fusions=fusions)
+    assert_same_nbest(decode(model, frames.cuda(), lengths.cuda(), config).nbest, expected)  # weight 0: no change
+    assert len(alsd_graph_sets(model)) == 1
+
+
+class DummyLM:
+    """A token scorer that gives every token the same log-prob, with a state of zeros."""
+
+    def __init__(self, num_tokens: int) -> None:
+        self.num_tokens = num_tokens
+
+    def initial_state(self, batch_size, device):
+        return torch.zeros(batch_size, dtype=torch.long, device=device)
+
+    def token_logprobs(self, state):
+        return torch.full((state.shape[0], self.num_tokens), -1.0, dtype=torch.float64, device=state.device)
+
+    def advance(self, state, tokens):
+        return state.clone()
+
+    def select_state(self, mask, if_true, if_false):
+        return torch.where(mask, if_true, if_false)
+
+    def gather_state(self, state, indices):
+        return state[indices]
+
+
+def test_alsd_pp_graphs_follow_weight_updates(graph_failures_forgotten):
+    model = on_cuda(model_for("rnnt", "lstm", "label_heavy"))
+    frames, lengths = encoder_batch([20, 12], seed=1)
+    frames, lengths = frames.cuda(), lengths.cuda()
+    beam_alsd_pp(model, frames, lengths, 3, cuda_graphs="step_graphs")
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.mul_(-1.5)
+    expected = beam_alsd_pp(model, frames, lengths, 3, cuda_graphs="off").nbest
+    assert_same_nbest(beam_alsd_pp(model, frames, lengths, 3, cuda_graphs="step_graphs").nbest, expected)
+    assert len(alsd_graph_sets(model)) == 1  # the stale set was dropped

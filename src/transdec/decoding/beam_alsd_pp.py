@@ -14,25 +14,48 @@ durations and TDT emissions by their durations, exactly as greedy decoding does;
 greedy label-looping result (tokens, timestamps, durations and score) for every head. Candidates per
 hypothesis are its ``K`` best labels (times its ``K`` best durations for TDT): no other can be among the
 utterance's ``K`` best.
+
+On CUDA the steps run as a CUDA graph (:mod:`transdec.decoding.beam_graphs`, ``cuda_graphs``): with
+``in_place=True`` :class:`AlsdSearch` writes every update into tensors made once, counts on the device and
+runs the predictor on every hypothesis, so a step never reads anything back; the host loop reads one flag
+per step. The results are the same in every mode.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 
 from transdec.decoding.beam_hyps import BatchedBeamHyps, merge_equal, pairwise_equal, step_rows
 from transdec.decoding.emissions import lookup_tables
+from transdec.decoding.greedy_label_looping import _copy_into, _copy_of
 from transdec.decoding.inputs import checked_lengths
-from transdec.decoding.options import PruningOptions
+from transdec.decoding.options import PruningOptions, option
 from transdec.decoding.registry import register_strategy
 from transdec.decoding.results import DecodingResult, DecodingStats
-from transdec.decoding.scoring import Fusion, Scoring
+from transdec.decoding.scoring import Fusion, LabelScores, Scoring
 from transdec.protocol import DecodingModel
 
+GRAPH_MODES = ("auto", "step_graphs", "off")
 
-@register_strategy("beam_alsd_pp", PruningOptions,
+
+@dataclasses.dataclass(frozen=True)
+class AlsdPlusOptions(PruningOptions):
+    """Options of ALSD++: the beam options and how to run the steps on a GPU (which never changes the output)."""
+
+    cuda_graphs: str = option("auto", "on a GPU: 'step_graphs' (each search step replayed as a CUDA graph), "
+                                      "'off', or 'auto' (graphs if they work here)", choices=GRAPH_MODES)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.cuda_graphs not in GRAPH_MODES:
+            raise ValueError(f"cuda_graphs must be one of {GRAPH_MODES}, got {self.cuda_graphs!r}")
+
+
+@register_strategy("beam_alsd_pp", AlsdPlusOptions,
                    "ALSD++: alignment-length synchronous beam search batched over utterances and beams")
 @torch.inference_mode()
 def beam_alsd_pp(
@@ -45,54 +68,119 @@ def beam_alsd_pp(
     merge: str = "max",
     length_norm: bool = False,
     pruning: str = "late",
+    cuda_graphs: str = "auto",
     fusions: Sequence[Fusion] = (),
 ) -> DecodingResult:
     """Beam search over ``encoder_out [B, T, D]`` with valid ``lengths [B]``; ``result.nbest`` has each
-    utterance's ``nbest`` best hypotheses."""
+    utterance's ``nbest`` best hypotheses.
+
+    ``cuda_graphs`` (CUDA only): ``"step_graphs"`` replays each search step as a CUDA graph, ``"off"`` runs
+    the steps eagerly, ``"auto"`` uses graphs where they work (a mode that cannot be used warns once and
+    decodes eagerly). Graphs need a ``max_symbols_per_frame`` and take no ``fusions``: with fusions ``"auto"``
+    means ``"off"`` and ``"step_graphs"`` is a ValueError."""
     lengths = checked_lengths(encoder_out, lengths)
-    options = PruningOptions(max_symbols_per_frame=max_symbols_per_frame, beam_size=beam_size, nbest=nbest,
-                                  merge=merge, length_norm=length_norm, pruning=pruning)
-    search = _AlsdSearch(model, encoder_out, lengths, options, Scoring(model.head, fusions))
-    while search.step():
-        pass
-    nbest_lists = search.nbest()
-    return DecodingResult.from_nbest(nbest_lists, search.stats, encoder_out.device, encoder_out.dtype)
+    options = AlsdPlusOptions(max_symbols_per_frame=max_symbols_per_frame, beam_size=beam_size, nbest=nbest,
+                              merge=merge, length_norm=length_norm, pruning=pruning, cuda_graphs=cuda_graphs)
+    scoring = Scoring(model.head, fusions)
+    if not scoring.acoustic_only and cuda_graphs not in ("auto", "off"):
+        raise ValueError(f"cuda_graphs={cuda_graphs!r} does not take fusions; use 'auto' or 'off'")
+    if encoder_out.device.type == "cuda" and cuda_graphs != "off" and scoring.acoustic_only:
+        from transdec.decoding.beam_graphs import decode_with_step_graphs
+
+        result = decode_with_step_graphs(model, encoder_out, lengths, options)
+        if result is not None:
+            return result
+    search = AlsdSearch(model, encoder_out, lengths, options, scoring)
+    search.run()
+    return search.result()
 
 
-class _AlsdSearch:
-    """The state of one batched search; :meth:`step` runs one search step."""
+class AlsdSearch:
+    """The state of one batched search; :meth:`step` runs one search step, :meth:`run` all of them.
+
+    With ``in_place=True`` (which needs ``options.max_symbols_per_frame``) the steps only touch tensors and
+    never read them back: every update is copied into the tensors the first :meth:`start` made, call counts
+    and the loop condition ``active_any`` (a 0-dim bool) live on the device, and the predictor runs on every
+    hypothesis. A CUDA graph can then capture :meth:`start` and :meth:`step` and replay them on new inputs
+    written into ``encoder_out`` and ``lengths`` (:mod:`transdec.decoding.beam_graphs`).
+
+    The hypotheses then get a fixed capacity of ``T * m`` steps (``m = max_symbols_per_frame``): a step runs
+    only while some hypothesis is searching, and one searching at step ``n`` took an emission at each of the
+    ``n - 1`` steps before (a finished hypothesis only stays, and so do all hypotheses extending it). At any
+    one frame it took at most ``m`` of them, the last of which moved it on (a blank, a TDT duration, or the
+    advance forced by the ``m``-th token), and it moved on at most ``T - 1`` times, each by a frame or more,
+    as it is still below frame ``T``: ``n - 1 <= (T - 1) * m + (m - 1)``, so ``n <= T * m``.
+
+    Without ``in_place``, updates rebind attributes and the predictor runs on the hypotheses that emitted a
+    token only, which costs less on a CPU.
+    """
 
     def __init__(self, model: DecodingModel, encoder_out: torch.Tensor, lengths: torch.Tensor,
-                 options: PruningOptions,
-                 scoring: Scoring) -> None:
+                 options: PruningOptions, scoring: Scoring, in_place: bool = False) -> None:
+        # Only the parts: graph caches keyed on the model must not keep it alive.
         self.head, self.predictor, self.joint = model.head, model.predictor, model.joint
-        self.options, self.scoring = options, scoring
+        self.options, self.scoring, self.in_place = options, scoring, in_place
+        self.encoder_out = encoder_out
         batch_size, self.max_time, _ = encoder_out.shape
         beam, device = options.beam_size, encoder_out.device
-        self.lengths = lengths.unsqueeze(1)  # [B, 1]
+        self.lengths = lengths.unsqueeze(1)  # [B, 1], a view: new lengths written into `lengths` reach it
         self.rows = torch.arange(batch_size, device=device).unsqueeze(1)  # [B, 1]
         self.advance_by_label, self.duration_values = lookup_tables(self.head, device)
-        self.encoder_proj = self.joint.project_encoder(encoder_out)  # [B, T, J]
-        self.hyps = BatchedBeamHyps(batch_size, beam, device, encoder_out.dtype)
-        self.stats = DecodingStats()
-        flat = batch_size * beam
+        if in_place:
+            if options.max_symbols_per_frame is None:
+                raise ValueError("an in-place ALSD++ search needs a max_symbols_per_frame to bound its steps")
+            capacity = max(self.max_time * options.max_symbols_per_frame, 1)
+            self.hyps = BatchedBeamHyps(batch_size, beam, device, encoder_out.dtype, fixed_capacity=capacity)
+            self.calls = torch.zeros(2, dtype=torch.long, device=device)  # predictor, joint
+            self.active_any = torch.zeros((), dtype=torch.bool, device=device)
+        else:
+            self.hyps = BatchedBeamHyps(batch_size, beam, device, encoder_out.dtype)
+            self.stats = DecodingStats()
+        self.start()
+
+    def start(self) -> None:
+        """Project the encoder output, put one empty hypothesis per utterance at frame 0 and feed the predictor
+        the start symbol. The constructor calls it; call it again (in place) after writing new inputs."""
+        hyps, device = self.hyps, self.encoder_out.device
+        flat = hyps.batch_size * hyps.beam_size
+        self._set("encoder_proj", self.joint.project_encoder(self.encoder_out))  # [B, T, J]
         start = torch.full((flat,), self.head.predictor_blank_id, dtype=torch.long, device=device)
-        out, self.state = self.predictor.step(start, self.predictor.initial_state(flat))
-        self.predictor_proj = self.joint.project_predictor(out)  # [B*K, J]
-        self.stats.predictor_calls += 1
-        self.scorer_state = scoring.initial_state(flat, device)
-        self.context = scoring.context(self.scorer_state)
+        out, state = self.predictor.step(start, self.predictor.initial_state(flat))
+        self._set("state", state)
+        self._set("predictor_proj", self.joint.project_predictor(out))  # [B*K, J]
+        self._set("scorer_state", self.scoring.initial_state(flat, device))
+        self._set("context", self.scoring.context(self.scorer_state))
+        if self.in_place:
+            hyps.reset()
+            self.calls.zero_()
+            self.calls[0].fill_(1)
+            self._update_active_any()
+        else:
+            self.stats.predictor_calls += 1
+
+    def run(self) -> None:
+        """Step until every hypothesis is finished (in place: from the state :meth:`start` left)."""
+        if self.in_place:
+            while bool(self.active_any):
+                self.step()
+        else:
+            while self.step():
+                pass
 
     def step(self) -> bool:
-        """One emission for every hypothesis; False once every hypothesis is finished."""
+        """One emission for every hypothesis. Without ``in_place``: False (and nothing done) once every
+        hypothesis is finished. In place it always steps (callers check ``active_any`` first) and returns True."""
         hyps, head = self.hyps, self.head
         batch_size, beam = hyps.scores.shape
         active = (hyps.time < self.lengths) & (hyps.scores > -torch.inf)  # [B, K]
-        if not bool(active.any()):
+        if not self.in_place and not bool(active.any()):
             return False
         frames = self.encoder_proj[self.rows, hyps.time.clamp(max=self.max_time - 1)]  # [B, K, J]
         scored = self.scoring(self.joint.combine(frames.flatten(0, 1), self.predictor_proj), self.context)
-        self.stats.joint_calls += 1
+        if self.in_place:
+            self.calls[1].add_(1)
+        else:
+            self.stats.joint_calls += 1
         emission = self._best_emissions(scored)  # fields [B*K, E]
 
         # Candidates: each active hypothesis' best emissions, and for a finished one itself, unchanged.
@@ -122,7 +210,9 @@ class _AlsdSearch:
         label_logprobs = emission["label_logprob"][pick].view(batch_size, beam)
 
         hyps.reorder(parents)
-        tokens = ~stays & (labels < head.num_tokens)
+        # An empty slot (score -inf, picked when an utterance has fewer than K candidates) emits nothing: its label
+        # comes from arbitrary ties, and would make predictor calls depend on them.
+        tokens = ~stays & (labels < head.num_tokens) & (top_scores > -torch.inf)
         if head.kind == "tdt":
             advance = torch.where(labels == head.blank_id, durations.clamp(min=1), durations)
         else:
@@ -136,15 +226,16 @@ class _AlsdSearch:
             time = time + forced
             tokens_at_frame = tokens_at_frame.masked_fill(forced, 0)
         hyps.add_step(parents, torch.where(tokens, labels, -1), hyps.time, durations, label_logprobs)
-        hyps.scores = top_scores
-        hyps.am_scores = hyps.am_scores + am_logprobs.masked_fill(stays, 0.0)
-        hyps.time, hyps.tokens_at_frame = time, tokens_at_frame
+        hyps.assign(scores=top_scores, am_scores=hyps.am_scores + am_logprobs.masked_fill(stays, 0.0), time=time,
+                    tokens_at_frame=tokens_at_frame)
         self._feed(flat_parents, labels.view(-1), tokens.view(-1))
         if self.options.merge != "none":
             self._merge()
+        if self.in_place:
+            self._update_active_any()
         return True
 
-    def _best_emissions(self, scored) -> dict[str, torch.Tensor]:
+    def _best_emissions(self, scored: LabelScores) -> dict[str, torch.Tensor]:
         """Each hypothesis' ``E`` best emissions ``[B*K, E]``: its ``K`` best labels (times its ``K`` best
         durations for TDT) with their decision scores, scores without fusions and label log-probs."""
         beam = self.options.beam_size
@@ -173,19 +264,26 @@ class _AlsdSearch:
     def _feed(self, parents: torch.Tensor, labels: torch.Tensor, tokens: torch.Tensor) -> None:
         """Take each hypothesis' predictor and fusion state from its parent ``[B*K]`` and advance the rows that
         emitted a token (``tokens [B*K]``) by their ``labels``: one predictor call for the whole batch."""
-        self.state = self.predictor.gather_state(self.state, parents)
-        self.predictor_proj = self.predictor_proj[parents]
-        self.scorer_state = self.scoring.gather_state(self.scorer_state, parents)
-        if not bool(tokens.any()):
-            self.context = self.scoring.context(self.scorer_state)
-            return
-        new_state, projected = step_rows(self.predictor, self.joint, labels, self.state, tokens,
-                                         self.head.predictor_blank_id)
-        self.stats.predictor_calls += 1
-        self.state = self.predictor.select_state(tokens, new_state, self.state)
-        self.predictor_proj = torch.where(tokens.unsqueeze(1), projected, self.predictor_proj)
-        self.scorer_state = self.scoring.advance(self.scorer_state, labels, tokens)
-        self.context = self.scoring.context(self.scorer_state)
+        state = self.predictor.gather_state(self.state, parents)
+        predictor_proj = self.predictor_proj[parents]
+        scorer_state = self.scoring.gather_state(self.scorer_state, parents)
+        if self.in_place:
+            # Every row, with the blank where there is no token: no host sync, and the same shapes every step.
+            out, new_state = self.predictor.step(torch.where(tokens, labels, self.head.predictor_blank_id), state)
+            projected = self.joint.project_predictor(out)
+            self.calls[0].add_(tokens.any())
+        else:
+            self.state, self.predictor_proj, self.scorer_state = state, predictor_proj, scorer_state
+            if not bool(tokens.any()):
+                self.context = self.scoring.context(scorer_state)
+                return
+            new_state, projected = step_rows(self.predictor, self.joint, labels, state, tokens,
+                                             self.head.predictor_blank_id)
+            self.stats.predictor_calls += 1
+        self._set("state", self.predictor.select_state(tokens, new_state, state))
+        self._set("predictor_proj", torch.where(tokens.unsqueeze(1), projected, predictor_proj))
+        self._set("scorer_state", self.scoring.advance(scorer_state, labels, tokens))
+        self._set("context", self.scoring.context(self.scorer_state))
 
     def _merge(self) -> None:
         """Merge hypotheses with the same tokens in the same state into the best of them (see the module
@@ -198,8 +296,33 @@ class _AlsdSearch:
             & pairwise_equal(hyps.tokens_at_frame))
         same = hyps.same_tokens() & same_state & alive.unsqueeze(2) & alive.unsqueeze(1)  # [B, K, K]
         # Slots are in score order, so the one of a group that ranks ahead is its lowest slot.
-        hyps.scores, hyps.am_scores = merge_equal(same, hyps.scores, hyps.am_scores, self.options.merge)
+        scores, am_scores = merge_equal(same, hyps.scores, hyps.am_scores, self.options.merge)
+        hyps.assign(scores=scores, am_scores=am_scores)
+
+    def _update_active_any(self) -> None:
+        """The loop condition, on the device: whether any live hypothesis has frames left."""
+        hyps = self.hyps
+        self.active_any.copy_(((hyps.time < self.lengths) & (hyps.scores > -torch.inf)).any())
+
+    def _set(self, name: str, value: Any) -> None:
+        if not self.in_place:
+            self.__dict__[name] = value
+        elif name in self.__dict__:
+            _copy_into(self.__dict__[name], value)
+        else:  # the first start(): a copy, since `value` may share memory with another buffer
+            self.__dict__[name] = _copy_of(value)
 
     def nbest(self) -> list[list]:
         """Each utterance's ``nbest`` best hypotheses, best first."""
         return self.hyps.best(self.options.nbest, self.options.length_norm)
+
+    def decoding_stats(self) -> DecodingStats:
+        """Predictor and joint calls so far (in place: one read of the device counts)."""
+        if not self.in_place:
+            return self.stats
+        predictor_calls, joint_calls = self.calls.tolist()
+        return DecodingStats(predictor_calls=predictor_calls, joint_calls=joint_calls)
+
+    def result(self) -> DecodingResult:
+        return DecodingResult.from_nbest(self.nbest(), self.decoding_stats(), self.encoder_out.device,
+                                         self.encoder_out.dtype)

@@ -7,6 +7,10 @@ none, its frame, TDT duration and log-prob, and the slot of the hypothesis it ex
 a hypothesis is read back by following parent pointers from its last node (beam-search paper, Fig. 1).
 Memory grows with the number of steps, one node per hypothesis per step, not with beam x length copies.
 
+With ``fixed_capacity`` the node buffers never grow, the step count is a device tensor and every update is written
+into the tensors made at the start, so that the steps need no host sync and a CUDA graph can capture them
+(:mod:`transdec.decoding.beam_graphs`); the count is read back once, by :meth:`BatchedBeamHyps.hypotheses`.
+
 The hash of a token sequence ``y`` is ``H(y + [k]) = (H(y) * P + k + 1) mod M`` with primes ``P`` and ``M``
 chosen so that the product fits in int64; hypotheses are the same tokens when hash, length and last token agree.
 
@@ -28,10 +32,16 @@ HASH_MODULUS = 1_000_000_000_039  # prime; HASH_MODULUS * HASH_BASE < 2**63
 
 
 class BatchedBeamHyps:
-    """The beams of a batch (see the module docstring). Slots with score ``-inf`` hold no hypothesis."""
+    """The beams of a batch (see the module docstring). Slots with score ``-inf`` hold no hypothesis.
+
+    By default the node buffers start with ``capacity`` steps and double when full, ``steps`` counts the steps
+    written and updates rebind the attributes. With ``fixed_capacity`` (the most steps the search can take)
+    nothing is ever reallocated: ``step_index`` (a ``[1]`` long tensor) counts the steps, ``steps`` is None, and
+    updates, :meth:`assign` included, copy into the existing tensors.
+    """
 
     def __init__(self, batch_size: int, beam_size: int, device: torch.device, float_dtype: torch.dtype,
-                 capacity: int = 64) -> None:
+                 capacity: int = 64, fixed_capacity: int | None = None) -> None:
         shape = (batch_size, beam_size)
         self.scores = torch.full(shape, -torch.inf, dtype=float_dtype, device=device)
         self.scores[:, 0] = 0.0  # one empty hypothesis per utterance to start from
@@ -41,7 +51,15 @@ class BatchedBeamHyps:
         self.lengths = torch.zeros_like(self.time)
         self.last_tokens = torch.full_like(self.time, -1)
         self.hashes = torch.zeros_like(self.time)
-        self.steps = 0
+        self.fixed = fixed_capacity is not None
+        if self.fixed:
+            if fixed_capacity < 1:
+                raise ValueError(f"fixed_capacity must be at least 1, got {fixed_capacity}")
+            capacity = fixed_capacity
+            self.steps: int | None = None
+            self.step_index: torch.Tensor | None = torch.zeros(1, dtype=torch.long, device=device)
+        else:
+            self.steps, self.step_index = 0, None
         self.node_tokens = torch.zeros(*shape, capacity, dtype=torch.long, device=device)
         self.node_parents = torch.zeros_like(self.node_tokens)
         self.node_times = torch.zeros_like(self.node_tokens)
@@ -56,15 +74,49 @@ class BatchedBeamHyps:
     def beam_size(self) -> int:
         return self.scores.shape[1]
 
+    @property
+    def capacity(self) -> int:
+        """Steps the node buffers hold now."""
+        return self.node_tokens.shape[2]
+
     def reorder(self, parents: torch.Tensor) -> None:
         """Make slot ``k`` of each utterance a copy of its slot ``parents [B, K]`` (the hypothesis it extends)."""
-        for name in ("scores", "am_scores", "time", "tokens_at_frame", "lengths", "last_tokens", "hashes"):
+        names = ("scores", "am_scores", "time", "tokens_at_frame", "lengths", "last_tokens", "hashes")
+        if self.fixed:
+            self.assign(**{name: getattr(self, name).gather(1, parents) for name in names})
+            return
+        for name in names:
             setattr(self, name, getattr(self, name).gather(1, parents))
+
+    def assign(self, **values: torch.Tensor) -> None:
+        """Set per-slot fields (``scores=...``, ``time=...``, each ``[B, K]``): rebinds them, or with a fixed
+        capacity copies into the tensors a graph may have captured."""
+        for name, value in values.items():
+            if self.fixed:
+                getattr(self, name).copy_(value)
+            else:
+                setattr(self, name, value)
+
+    def reset(self) -> None:
+        """Back to one empty hypothesis per utterance, in place (the node buffers are only read up to the step
+        count, so they keep their old values)."""
+        self.scores.fill_(-torch.inf)
+        self.scores[:, 0].fill_(0.0)
+        for tensor in (self.am_scores, self.time, self.tokens_at_frame, self.lengths, self.hashes):
+            tensor.zero_()
+        self.last_tokens.fill_(-1)
+        if self.fixed:
+            self.step_index.zero_()
+        else:
+            self.steps = 0
 
     def add_step(self, parents: torch.Tensor, tokens: torch.Tensor, times: torch.Tensor, durations: torch.Tensor,
                  logprobs: torch.Tensor) -> None:
         """Write this step's nodes: ``tokens [B, K]`` (-1 where no token was emitted) at frame ``times``, with
         their ``durations`` and ``logprobs``, extending slot ``parents`` of the step before; update the hashes."""
+        if self.fixed:
+            self._add_fixed_step(parents, tokens, times, durations, logprobs)
+            return
         if self.steps == self.node_tokens.shape[2]:
             self._grow()
         for buffer, value in ((self.node_tokens, tokens), (self.node_parents, parents), (self.node_times, times),
@@ -89,7 +141,7 @@ class BatchedBeamHyps:
     def hypotheses(self, slots: torch.Tensor, scores: torch.Tensor | None = None) -> list[list[Hypothesis]]:
         """The hypotheses in ``slots [B, N]`` (-1: none), read back through the tree, each utterance's in order;
         their scores are ``scores [B, K]`` (default: :attr:`scores`)."""
-        steps = self.steps
+        steps = self.steps_taken()
         slots_np = slots.cpu().numpy()
         rows, columns = np.nonzero(slots_np >= 0)
         current = slots_np[rows, columns]
@@ -113,6 +165,30 @@ class BatchedBeamHyps:
                                         durations[n][emitted].tolist(), logprobs[n][emitted].tolist(),
                                         float(totals[b, slot]), float(am_totals[b, slot])))
         return result
+
+    def steps_taken(self) -> int:
+        """The number of steps written (with a fixed capacity, one read of the device counter)."""
+        if not self.fixed:
+            return self.steps
+        steps = int(self.step_index)
+        if steps > self.capacity:  # the writes past the end all went to the last node
+            raise RuntimeError(f"{steps} search steps overran the fixed capacity of {self.capacity}")
+        return steps
+
+    def _add_fixed_step(self, parents: torch.Tensor, tokens: torch.Tensor, times: torch.Tensor,
+                        durations: torch.Tensor, logprobs: torch.Tensor) -> None:
+        """:meth:`add_step` with the node index on the device and every update in place."""
+        # Clamped: an index out of range would be a device-side assert, which ends the whole CUDA context; the
+        # searches bound their steps, and steps_taken() reports an overrun instead.
+        index = self.step_index.clamp(max=self.capacity - 1)
+        for buffer, value in ((self.node_tokens, tokens), (self.node_parents, parents), (self.node_times, times),
+                              (self.node_durations, durations), (self.node_logprobs, logprobs)):
+            buffer.index_copy_(2, index, value.to(buffer.dtype).unsqueeze(2))
+        self.step_index += 1
+        emitted = tokens >= 0
+        self.hashes.copy_(torch.where(emitted, (self.hashes * HASH_BASE + tokens + 1) % HASH_MODULUS, self.hashes))
+        self.lengths += emitted
+        self.last_tokens.copy_(torch.where(emitted, tokens, self.last_tokens))
 
     def _grow(self) -> None:
         for name in ("node_tokens", "node_parents", "node_times", "node_durations", "node_logprobs"):

@@ -19,32 +19,28 @@ decoding is the last resort; a decode never fails for that reason.
 
 Graphs are made per batch size and frame bucket (``T`` rounded up to a power of two, at least 64): the
 first decode of a shape pays for capture (tens of milliseconds) and later ones reuse it. They are kept
-per model, as long as the model lives, and made again when its predictor or joint weights change.
+per model, as long as the model lives, and made again when its predictor or joint weights change
+(:mod:`transdec.decoding.graph_cache`, which ALSD++'s graphs share).
 """
 
 from __future__ import annotations
 
-import contextlib
-import gc
-import warnings
-import weakref
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import torch
 
 from transdec.decoding import greedy_kernels
 from transdec.decoding.conditional_graphs import ConditionalGraph, While, conditional_graphs_unavailable
+from transdec.decoding.graph_cache import FAILED_MODES as _FAILED_MODES
+from transdec.decoding.graph_cache import CudaGraphFallbackWarning  # noqa: F401  (its documented home)
+from transdec.decoding.graph_cache import cached as _cached
+from transdec.decoding.graph_cache import failure_reason, frame_bucket
+from transdec.decoding.graph_cache import no_garbage_collection as _no_garbage_collection
+from transdec.decoding.graph_cache import warn_fallback as _warn
+from transdec.decoding.graph_cache import weights_version as _weights_version
 from transdec.decoding.greedy_label_looping import LabelLoopingSearch
 from transdec.decoding.results import DecodingResult
 from transdec.protocol import DecodingModel
-
-MIN_FRAME_BUCKET = 64
-#: Graph sets kept per model (each holds its buffers and graphs); the oldest goes first.
-MAX_CACHED_SHAPES = 16
-
-
-class CudaGraphFallbackWarning(UserWarning):
-    """A CUDA graph mode could not be used; decoding went on with the next one."""
 
 
 class GraphedLabelLooping:
@@ -130,20 +126,6 @@ class GraphedLabelLooping:
         self._run = lambda: run_step_pieces(self.search, first.replay, search.replay, next_label.replay)
 
 
-@contextlib.contextmanager
-def _no_garbage_collection() -> Iterator[None]:
-    """Collect garbage now and not again until the graphs are captured: a collection during capture can free
-    another decoder's graphs, and destroying a graph then invalidates the capture."""
-    enabled = gc.isenabled()
-    gc.collect()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
 def step_pieces(s: LabelLoopingSearch) -> tuple[Callable[[], None], Callable[[], None], Callable[[], None]]:
     """The three pieces ``step_graphs`` captures: the first label's steps, one search pass, the next label's."""
 
@@ -198,7 +180,7 @@ def decode_with_graphs(
         _warn("CUDA graphs need a max_symbols_per_frame (it bounds the hypotheses' storage)")
         return None
     device = encoder_out.device
-    frames = max(MIN_FRAME_BUCKET, 1 << (max_time - 1).bit_length())
+    frames = frame_bucket(max_time)
     fused_options = (True, False) if greedy_kernels.kernels_available(device) else (False,)
     for candidate in ("while_loops", "step_graphs") if mode == "auto" else (mode,):
         reason = _mode_unavailable(candidate, device)
@@ -217,19 +199,11 @@ def decode_with_graphs(
                         window_size, candidate, fused, compute_dtype))
                     return graphed.decode(encoder_out, lengths)
                 except Exception as error:  # capture or graph building refused: any such failure means "fall back"
-                    reason = f"{type(error).__name__}: {error}"
-                    if error.__context__ is not None:  # capture_end's error hides the one that broke the capture
-                        reason += f" (after {type(error.__context__).__name__}: {error.__context__})"
+                    reason = failure_reason(error)
                     _FAILED_MODES[variant] = reason
             kernels = " with the fused kernels" if fused else ""
             _warn(f"CUDA graph mode {candidate!r}{kernels} is not usable here: {reason}")
     return None
-
-
-# Per process: why modes are unusable on a device (None: usable), and each model's graphs (dropped with
-# the model).
-_FAILED_MODES: dict[tuple, str | None] = {}
-_GRAPHS: weakref.WeakKeyDictionary[Any, dict[tuple, GraphedLabelLooping]] = weakref.WeakKeyDictionary()
 
 
 def _mode_unavailable(mode: str, device: torch.device) -> str | None:
@@ -239,32 +213,3 @@ def _mode_unavailable(mode: str, device: torch.device) -> str | None:
     if (mode, device) not in _FAILED_MODES:
         _FAILED_MODES[mode, device] = conditional_graphs_unavailable(device)
     return _FAILED_MODES[mode, device]
-
-
-def _cached(model: DecodingModel, key: tuple, make: Callable[[], GraphedLabelLooping]) -> GraphedLabelLooping:
-    try:
-        graphs = _GRAPHS.setdefault(model, {})
-    except TypeError:  # not weak-referenceable or not hashable: nothing to keep the graphs with
-        return make()
-    if key not in graphs:
-        stale = [k for k in graphs if k[:-1] == key[:-1]]  # same shape, older weights
-        for old in stale + list(graphs)[: max(0, len(graphs) - MAX_CACHED_SHAPES + 1)]:
-            graphs.pop(old, None)
-        graphs[key] = make()
-    return graphs[key]
-
-
-def _weights_version(model: DecodingModel) -> tuple:
-    """Changes whenever the predictor's or joint's weights are replaced or updated in place: captured graphs
-    (and tables derived from the weights at capture) would otherwise keep using the old ones."""
-    version = []
-    for part in (model.predictor, model.joint):
-        if isinstance(part, torch.nn.Module):
-            for parameter in part.parameters():
-                counter = None if parameter.is_inference() else parameter._version
-                version.append((parameter.data_ptr(), counter))
-    return tuple(version)
-
-
-def _warn(message: str) -> None:
-    warnings.warn(f"{message}; decoding without it", CudaGraphFallbackWarning, stacklevel=4)

@@ -1,0 +1,128 @@
+"""ALSD++ beam search under CUDA graphs (``cuda_graphs="step_graphs"``).
+
+An eager ALSD++ step on a GPU is a hundred-odd small kernels and a host sync or two; at realistic batch sizes
+the launches, not the arithmetic, set its speed. :class:`~transdec.decoding.beam_alsd_pp.AlsdSearch` with
+``in_place=True`` runs the step on preallocated tensors without reading anything back; here its ``start`` and
+its ``step`` are captured as two CUDA graphs, and a host loop replays the step graph while the device flag
+``active_any`` (read once per step) says a hypothesis has frames left.
+
+Graphs are made per batch size, frame bucket (``T`` rounded up to a power of two, at least 64), beam, dtype,
+options and predictor/joint weights, and kept with the model (:mod:`transdec.decoding.graph_cache`, shared with
+greedy decoding's graphs). Before a captured set is trusted it decodes a small seeded batch, which must give the
+n-best (tokens, timestamps, durations) that eager decoding gives; a capture or check that fails is skipped with
+one :class:`~transdec.decoding.graph_cache.CudaGraphFallbackWarning` saying why, and the search runs eagerly: a
+decode never fails because of graphs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+import torch
+
+from transdec.decoding.beam_alsd_pp import AlsdPlusOptions, AlsdSearch
+from transdec.decoding.graph_cache import (FAILED_MODES, cached, failure_reason, frame_bucket, no_garbage_collection,
+                                           warn_fallback, weights_version)
+from transdec.decoding.results import DecodingResult, Hypothesis
+from transdec.decoding.scoring import Scoring
+from transdec.protocol import DecodingModel
+
+#: The first entry of this decoder's keys in the shared graph cache and in FAILED_MODES.
+NAME = "beam_alsd_pp"
+#: Frames of the self-check batch that hold random values (its lengths lie in [0, SAMPLE_FRAMES]).
+SAMPLE_FRAMES = 32
+
+
+class GraphedAlsd:
+    """ALSD++ for one batch size, frame capacity, dtype and option set, captured as a start and a step graph."""
+
+    def __init__(self, model: DecodingModel, batch_size: int, max_time: int, encoder_dim: int, dtype: torch.dtype,
+                 device: torch.device, options: AlsdPlusOptions) -> None:
+        self.encoder_out = torch.zeros(batch_size, max_time, encoder_dim, dtype=dtype, device=device)
+        self.lengths = torch.zeros(batch_size, dtype=torch.long, device=device)
+        scoring = Scoring(model.head)
+        self.search = AlsdSearch(model, self.encoder_out, self.lengths, options, scoring, in_place=True)
+        # A small seeded batch with real decisions in it: decoded by the plain eager search it is what the graphs
+        # must agree with; decoded by the in-place steps it warms every kernel up before capture, as PyTorch
+        # requires. Frames past SAMPLE_FRAMES stay zero: no length reaches them.
+        generator = torch.Generator().manual_seed(0)
+        sample = torch.zeros(batch_size, max_time, encoder_dim, dtype=dtype, device=device)
+        random_frames = min(max_time, SAMPLE_FRAMES)
+        sample[:, :random_frames] = torch.randn(batch_size, random_frames, encoder_dim, generator=generator).to(
+            device, dtype)
+        sample_lengths = torch.randint(0, random_frames + 1, (batch_size,), generator=generator).to(device)
+        sample_lengths[0] = random_frames  # at least one utterance with steps to take
+        plain = AlsdSearch(model, sample, sample_lengths, options, scoring)
+        plain.run()
+        expected = _decisions(plain.nbest())
+        stream = torch.cuda.Stream(device)
+        stream.wait_stream(torch.cuda.current_stream(device))
+        with torch.cuda.stream(stream), no_garbage_collection():
+            self._load(sample, sample_lengths)
+            self.search.start()
+            self.search.run()
+            pool = torch.cuda.graph_pool_handle()
+            self.start_graph = _capture(self.search.start, pool, stream)
+            self.step_graph = _capture(self.search.step, pool, stream)
+        torch.cuda.current_stream(device).wait_stream(stream)
+        got = _decisions(self.decode(sample, sample_lengths).nbest)
+        if got != expected:
+            raise RuntimeError("step graphs decoded a test batch differently from eager decoding")
+
+    def decode(self, encoder_out: torch.Tensor, lengths: torch.Tensor) -> DecodingResult:
+        """Decode ``encoder_out [B, T, D]`` (``T`` at most the capacity) with ``lengths [B]``."""
+        self._load(encoder_out, lengths)
+        self.start_graph.replay()
+        # One flag read per step: a step replayed with nothing left to search would still write a node.
+        while bool(self.search.active_any):
+            self.step_graph.replay()
+        return self.search.result()
+
+    def _load(self, encoder_out: torch.Tensor, lengths: torch.Tensor) -> None:
+        # Frames past T keep an earlier batch's values; only finished hypotheses read them, and their scores
+        # are masked out of every decision.
+        self.encoder_out[:, : encoder_out.shape[1]].copy_(encoder_out)
+        self.lengths.copy_(lengths)
+
+
+def _capture(steps: Callable[[], object], pool: Any, stream: torch.cuda.Stream) -> torch.cuda.CUDAGraph:
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, pool=pool, stream=stream, capture_error_mode="thread_local"):
+        steps()
+    return graph
+
+
+def _decisions(nbest: list[list[Hypothesis]]) -> list[list[tuple[list[int], list[int], list[int]]]]:
+    return [[(h.tokens, h.timestamps, h.durations) for h in hyps] for hyps in nbest]
+
+
+@torch.inference_mode()
+def decode_with_step_graphs(model: DecodingModel, encoder_out: torch.Tensor, lengths: torch.Tensor,
+                            options: AlsdPlusOptions) -> DecodingResult | None:
+    """Decode with captured ALSD++ steps; None means "decode eagerly": graphs could not be used here (it warned
+    why) or the batch is empty. Only for searches without fusions."""
+    batch_size, max_time, encoder_dim = encoder_out.shape
+    if batch_size == 0 or max_time == 0:
+        return None
+    if options.max_symbols_per_frame is None:
+        warn_fallback("ALSD++ CUDA graphs need a max_symbols_per_frame (it bounds the search's storage)")
+        return None
+    device = encoder_out.device
+    variant = (NAME, "step_graphs", device)
+    reason = FAILED_MODES.get(variant)
+    if reason is None:
+        frames = frame_bucket(max_time)
+        # The graph mode and thread count do not change what is captured.
+        graph_options = dataclasses.replace(options, cuda_graphs="step_graphs", cpu_threads=None)
+        key = (NAME, batch_size, frames, encoder_dim, encoder_out.dtype, device, graph_options,
+               weights_version(model))
+        try:
+            graphed = cached(model, key, lambda: GraphedAlsd(model, batch_size, frames, encoder_dim, encoder_out.dtype,
+                                                             device, graph_options))
+            return graphed.decode(encoder_out, lengths)
+        except Exception as error:  # capture, replay or self-check refused: any such failure means "fall back"
+            reason = failure_reason(error)
+            FAILED_MODES[variant] = reason
+    warn_fallback(f"CUDA graph mode 'step_graphs' of beam_alsd_pp is not usable here: {reason}")
+    return None

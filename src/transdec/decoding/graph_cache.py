@@ -1,0 +1,96 @@
+"""What every CUDA-graph decoder shares: the per-model cache of captured graphs, the record of modes that failed,
+the fallback warning, and the guard that keeps the garbage collector out of a capture.
+
+A decoder's graphs are made per shape (batch size and frame bucket, ``T`` rounded up to a power of two, at least
+:data:`MIN_FRAME_BUCKET`) and kept with the model they were captured from, as long as it lives; a change of the
+predictor's or joint's weights (:func:`weights_version`, the last entry of every key) makes them anew. Greedy keys
+start with their graph mode and beam keys with their search's name, so the decoders share one cache (and its
+limit of :data:`MAX_CACHED_SHAPES` sets per model) without meeting.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import warnings
+import weakref
+from typing import Any, Callable, Iterator, TypeVar
+
+import torch
+
+from transdec.protocol import DecodingModel
+
+MIN_FRAME_BUCKET = 64
+#: Graph sets kept per model (each holds its buffers and graphs); the oldest goes first.
+MAX_CACHED_SHAPES = 16
+
+G = TypeVar("G")
+
+
+class CudaGraphFallbackWarning(UserWarning):
+    """A CUDA graph mode could not be used; decoding went on with the next one."""
+
+
+# Per process: why modes are unusable on a device (None: usable), and each model's graphs (dropped with
+# the model).
+FAILED_MODES: dict[tuple, str | None] = {}
+GRAPHS: weakref.WeakKeyDictionary[Any, dict[tuple, Any]] = weakref.WeakKeyDictionary()
+
+
+def frame_bucket(max_time: int) -> int:
+    """The frame capacity graphs for ``max_time`` frames are made with: a power of two, at least the minimum, so
+    that a few shapes serve every length."""
+    return max(MIN_FRAME_BUCKET, 1 << (max_time - 1).bit_length())
+
+
+def cached(model: DecodingModel, key: tuple, make: Callable[[], G]) -> G:
+    """The graph set of ``model`` under ``key`` (its last entry the :func:`weights_version`), made if missing."""
+    try:
+        graphs = GRAPHS.setdefault(model, {})
+    except TypeError:  # not weak-referenceable or not hashable: nothing to keep the graphs with
+        return make()
+    if key not in graphs:
+        stale = [k for k in graphs if k[:-1] == key[:-1]]  # same shape, older weights
+        for old in stale + list(graphs)[: max(0, len(graphs) - MAX_CACHED_SHAPES + 1)]:
+            graphs.pop(old, None)
+        graphs[key] = make()
+    return graphs[key]
+
+
+def weights_version(model: DecodingModel) -> tuple:
+    """Changes whenever the predictor's or joint's weights are replaced or updated in place: captured graphs
+    (and tables derived from the weights at capture) would otherwise keep using the old ones."""
+    version = []
+    for part in (model.predictor, model.joint):
+        if isinstance(part, torch.nn.Module):
+            for parameter in part.parameters():
+                counter = None if parameter.is_inference() else parameter._version
+                version.append((parameter.data_ptr(), counter))
+    return tuple(version)
+
+
+def failure_reason(error: Exception) -> str:
+    """What to tell the user about an exception that stopped a capture or a self-check."""
+    reason = f"{type(error).__name__}: {error}"
+    if error.__context__ is not None:  # capture_end's error hides the one that broke the capture
+        reason += f" (after {type(error.__context__).__name__}: {error.__context__})"
+    return reason
+
+
+def warn_fallback(message: str, stacklevel: int = 4) -> None:
+    """Warn (:class:`CudaGraphFallbackWarning`) that a graph mode is skipped, and why."""
+    warnings.warn(f"{message}; decoding without it", CudaGraphFallbackWarning, stacklevel=stacklevel)
+
+
+@contextlib.contextmanager
+def no_garbage_collection() -> Iterator[None]:
+    """Collect garbage now and not again until the graphs are captured: a collection during capture can free
+    another decoder's graphs, and destroying a graph then invalidates the capture."""
+    enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
