@@ -31,7 +31,7 @@ import torch
 
 from transdec.decoding.beam_hyps import BatchedBeamHyps, merge_equal, pairwise_equal, step_rows
 from transdec.decoding.emissions import lookup_tables
-from transdec.decoding.greedy_label_looping import _copy_into, _copy_of
+from transdec.decoding.in_place import set_state
 from transdec.decoding.inputs import checked_lengths
 from transdec.decoding.options import PruningOptions, option
 from transdec.decoding.registry import register_strategy
@@ -305,12 +305,7 @@ class AlsdSearch:
         self.active_any.copy_(((hyps.time < self.lengths) & (hyps.scores > -torch.inf)).any())
 
     def _set(self, name: str, value: Any) -> None:
-        if not self.in_place:
-            self.__dict__[name] = value
-        elif name in self.__dict__:
-            _copy_into(self.__dict__[name], value)
-        else:  # the first start(): a copy, since `value` may share memory with another buffer
-            self.__dict__[name] = _copy_of(value)
+        set_state(self, name, value, self.in_place)
 
     def nbest(self) -> list[list]:
         """Each utterance's ``nbest`` best hypotheses, best first."""

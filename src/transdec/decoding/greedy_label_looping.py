@@ -32,6 +32,7 @@ from transdec.decoding.batched_hyps import BatchedHyps
 from transdec.decoding.compute_dtype import in_compute_dtype
 from transdec.decoding import greedy_kernels
 from transdec.decoding.emissions import Emissions, GreedyHead, lookup_tables
+from transdec.decoding.in_place import set_state
 from transdec.decoding.inputs import check_max_symbols, check_window_size, checked_lengths
 from transdec.decoding.options import WINDOW_HELP, WindOptions, option
 from transdec.decoding.registry import register_strategy
@@ -272,12 +273,7 @@ class LabelLoopingSearch:
         self._set("active_any", active.any())
 
     def _set(self, name: str, value: Any) -> None:
-        if not self.in_place:
-            self.__dict__[name] = value
-        elif name in self.__dict__:
-            _copy_into(self.__dict__[name], value)
-        else:  # the first start(): a copy, since `value` may be another buffer (searching = active)
-            self.__dict__[name] = _copy_of(value)
+        set_state(self, name, value, self.in_place)
 
     def _count(self, which: int) -> None:
         """Count a predictor (0) or joint (1) call. On the device, only calls made while rows were left count,
@@ -288,29 +284,6 @@ class LabelLoopingSearch:
             self.stats.predictor_calls += 1
         else:
             self.stats.joint_calls += 1
-
-
-def _copy_into(target: Any, value: Any) -> None:
-    """Copy ``value`` into the tensors of ``target``: a tensor, a tuple/list of them or an :class:`Emissions`."""
-    if isinstance(target, torch.Tensor):
-        target.copy_(value)
-    elif dataclasses.is_dataclass(target):
-        for field in dataclasses.fields(target):
-            if getattr(target, field.name) is not None:
-                _copy_into(getattr(target, field.name), getattr(value, field.name))
-    else:
-        for part, part_value in zip(target, value, strict=True):
-            _copy_into(part, part_value)
-
-
-def _copy_of(value: Any) -> Any:
-    if isinstance(value, torch.Tensor):
-        return value.clone()
-    if dataclasses.is_dataclass(value):
-        return dataclasses.replace(value, **{
-            f.name: _copy_of(getattr(value, f.name)) for f in dataclasses.fields(value) if getattr(value, f.name) is not None
-        })
-    return type(value)(_copy_of(part) for part in value)
 
 
 class _BlankSkipper:
