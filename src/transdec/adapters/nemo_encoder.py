@@ -29,6 +29,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from transdec.model.conformer import depthwise_conv1d
+from transdec.model.row_groups import in_row_groups
 
 #: NeMo's "infinity": masked attention scores are set to minus this, and it is the base of the sinusoid periods.
 _INF = 10000.0
@@ -158,10 +159,11 @@ class NemoSubsampling(nn.Module):
         if features.device.type == "cpu" and not torch.is_grad_enabled():
             first_stage_bytes = self.conv[0].out_channels * math.ceil(min(frames, self.chunk_frames or frames) / 2) * (
                 math.ceil(features.shape[2] / 2) * features.element_size())
-            rows = max(1, self.chunk_bytes // first_stage_bytes)
-            if rows < features.shape[0]:
-                pieces = [self(features[i : i + rows], lengths[i : i + rows]) for i in range(0, len(features), rows)]
-                return torch.cat([x for x, _ in pieces]), torch.cat([n for _, n in pieces])
+            return in_row_groups(self._subsample, features, lengths, first_stage_bytes, self.chunk_bytes)
+        return self._subsample(features, lengths)
+
+    def _subsample(self, features: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
+        frames = features.shape[1]
         if self.chunk_frames is None or frames <= self.chunk_frames:
             return self._convolve(features, lengths)
         factor = self.factor

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import math
+from functools import partial
 from typing import Literal
 
 import torch
 from torch import Tensor, nn
 
 from transdec.model.precision import float32_under_cpu_autocast
+from transdec.model.row_groups import in_row_groups
 
 SubsamplingKind = Literal["dw_striding", "striding"]
 
@@ -67,21 +69,16 @@ class ConvSubsampling(nn.Module):
 
         Without autograd on a CPU, rows go through in groups whose first-stage output stays under
         :attr:`chunk_bytes`, with the masks and ReLUs applied in place: fresh tensors of tens of megabytes cost
-        page faults on every call (16 x 10 s took 151 ms so, 33 ms in groups; ``bench/cpu_layouts.py``). The
-        output is the same either way.
+        page faults on every call (:mod:`transdec.model.row_groups`). The output is the same either way.
         """
         if torch.is_grad_enabled():
             return self._subsample(features, lengths, in_place=False)
-        rows = features.shape[0]
-        if features.device.type == "cpu":
-            first_stage_bytes = self.stages[0][0].out_channels * math.ceil(features.shape[1] / 2) * math.ceil(
-                features.shape[2] / 2) * features.element_size()
-            rows = max(1, self.chunk_bytes // first_stage_bytes)
-        if rows >= features.shape[0]:
+        if features.device.type != "cpu":
             return self._subsample(features, lengths, in_place=True)
-        pieces = [self._subsample(features[i : i + rows], lengths[i : i + rows], in_place=True)
-                  for i in range(0, features.shape[0], rows)]
-        return torch.cat([x for x, _ in pieces]), torch.cat([n for _, n in pieces])
+        first_stage_bytes = self.stages[0][0].out_channels * math.ceil(features.shape[1] / 2) * math.ceil(
+            features.shape[2] / 2) * features.element_size()
+        return in_row_groups(partial(self._subsample, in_place=True), features, lengths, first_stage_bytes,
+                             self.chunk_bytes)
 
     #: See :meth:`forward`.
     chunk_bytes = 16 * 2**20
