@@ -14,8 +14,8 @@ A second table times WIND at batch 1 (label-looping with a window, in graph mode
 NeMo at batch 1), and checks that every window gives the same output.
 
 A third times ALSD++ beam search (``beam_alsd_pp``, ``--beam-size``) at ``--beam-batch-sizes`` with
-``cuda_graphs`` ``off`` and ``step_graphs`` on the same decoder and batches, and counts the utterances whose best
-hypothesis has the same tokens in both. A row that fails says so and the script goes on.
+``cuda_graphs`` ``off``, ``step_graphs`` and ``while_loops`` on the same decoder and batches, and counts the
+utterances whose best hypothesis has the same tokens as ``off``. A row that fails says so and the script goes on.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ MODES = {"off": ("off", False, None), "step_graphs": ("step_graphs", True, None)
          "while_loops, plain": ("while_loops", False, None), "while_loops": ("while_loops", True, None),
          "while_loops, bf16": ("while_loops", True, torch.bfloat16)}
 #: ALSD++ columns: name -> cuda_graphs mode.
-BEAM_MODES = {"off": "off", "step_graphs": "step_graphs"}
+BEAM_MODES = ("off", "step_graphs", "while_loops")
 
 
 def parse_args() -> argparse.Namespace:
@@ -114,7 +114,7 @@ def median_times(runners: dict[str, Callable[[], None]], repeats: int) -> dict[s
 
 
 def beam_rows(model, kind: str, all_lengths: list[int], args: argparse.Namespace, device: torch.device) -> list[str]:
-    """ALSD++ rows of one head, one per batch size: RTFx with ``cuda_graphs`` off and step_graphs."""
+    """ALSD++ rows of one head, one per batch size: RTFx in each of ``BEAM_MODES``."""
     rows = []
     seconds_of_audio = sum(all_lengths) * greedy_bench.FRAME_SECONDS
     for batch_size in (int(b) for b in args.beam_batch_sizes.split(",") if b.strip()):
@@ -122,21 +122,24 @@ def beam_rows(model, kind: str, all_lengths: list[int], args: argparse.Namespace
             batches = [(f.to(device), n.to(device))
                        for f, n in greedy_bench.make_batches(all_lengths, batch_size, args.seed)]
             runners, outputs = {}, {}
-            for name, mode in BEAM_MODES.items():
+            for mode in BEAM_MODES:
                 config = DecodingConfig("beam_alsd_pp", beam_size=args.beam_size, cuda_graphs=mode)
-                runners[name], outputs[name] = transdec_runner(model, batches, config)
+                runners[mode], outputs[mode] = transdec_runner(model, batches, config)
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
                 times = median_times(runners, args.repeats)
             for warning in {str(w.message) for w in caught}:
                 print(f"# warning: {warning}", flush=True)
-            off, graphs = (seconds_of_audio / times[name] for name in BEAM_MODES)
-            same = sum(a == b for a, b in zip(outputs["step_graphs"], outputs["off"]))
-            rows.append(f"| {kind} | {batch_size} | {args.beam_size} | {off:,.0f} | {graphs:,.0f} | "
-                        f"**{graphs / off:.2f}x** | {same}/{len(outputs['off'])} |")
+            rtfx = {mode: seconds_of_audio / times[mode] for mode in BEAM_MODES}
+            same = [f"{sum(a == b for a, b in zip(outputs[mode], outputs['off']))}/{len(outputs['off'])}"
+                    for mode in BEAM_MODES[1:]]
+            best = max(rtfx[mode] for mode in BEAM_MODES[1:])
+            cells = " | ".join(f"{rtfx[mode]:,.0f}" for mode in BEAM_MODES)
+            rows.append(f"| {kind} | {batch_size} | {args.beam_size} | {cells} | **{best / rtfx['off']:.2f}x** | "
+                        f"{', '.join(same)} |")
         except Exception as error:  # a failed row must not cost the other tables
             rows.append(f"| {kind} | {batch_size} | {args.beam_size} | failed: {type(error).__name__}: {error} "
-                        "| - | - | - |")
+                        "| - | - | - | - |")
         print(rows[-1], flush=True)
     return rows
 
@@ -183,8 +186,8 @@ def main() -> None:
               " | best float32 / NeMo graphs | same tokens as transdec off |")
     rows = [header, "|---" * (header.count("|") - 1) + "|"]
     wind_rows = ["| head | decoder (B=1) | RTFx | / NeMo graphs B=1 | same tokens as window 1 |", "|---|---|---|---|---|"]
-    alsd_rows = ["| head | B | beam | ALSD++ off RTFx | ALSD++ step_graphs RTFx | step_graphs / off | "
-                 "same best tokens |", "|---|---|---|---|---|---|---|"]
+    alsd_rows = ["| head | B | beam | ALSD++ off RTFx | step_graphs | while_loops | best graphs / off | "
+                 "same best tokens as off (step_graphs, while_loops) |", "|---|---|---|---|---|---|---|---|"]
     for kind in args.heads.split(","):
         model = greedy_bench.calibrated_model(greedy_bench.HEADS[kind], 0.4, args.seed).to(device)
         with_nemo = nemo is not None and kind in ("rnnt", "tdt")

@@ -168,8 +168,6 @@ def test_cuda_graphs_option():
     model = model_for("rnnt", "lstm", "label_heavy")
     frames, lengths = encoder_batch([9, 4], seed=0)
     with pytest.raises(ValueError, match="cuda_graphs must be one of"):
-        AlsdPlusOptions(cuda_graphs="while_loops")
-    with pytest.raises(ValueError, match="cuda_graphs must be one of"):
         DecodingConfig("beam_alsd_pp", cuda_graphs="always")
     with pytest.raises(ValueError, match="cuda_graphs must be one of"):
         beam_alsd_pp(model, frames, lengths, cuda_graphs="on")
@@ -181,7 +179,7 @@ def test_cuda_graphs_option():
     expected = beam_alsd_pp(model, frames, lengths, beam_size=3, nbest=2, cuda_graphs="off").nbest
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # on a CPU no mode tries graphs, so none warns
-        for mode in ("auto", "step_graphs"):
+        for mode in ("auto", "while_loops", "step_graphs"):
             config = DecodingConfig("beam_alsd_pp", beam_size=3, nbest=2, cuda_graphs=mode)
             assert_same_nbest(decode(model, frames, lengths, config).nbest, expected)
 
@@ -189,10 +187,9 @@ def test_cuda_graphs_option():
 def test_cuda_graphs_flag_reaches_alsd_pp():
     parser = __import__("argparse").ArgumentParser()
     add_decoding_arguments(parser, default="greedy_label")
-    config, = decoding_configs(parser.parse_args(["--decoding", "beam_alsd_pp", "--cuda-graphs", "step_graphs"]))
-    assert config.options == AlsdPlusOptions(cuda_graphs="step_graphs")
-    with pytest.raises(ValueError, match="cuda_graphs must be one of"):  # greedy's mode, not a beam one
-        decoding_configs(parser.parse_args(["--decoding", "beam_alsd_pp", "--cuda-graphs", "while_loops"]))
+    for mode in ("while_loops", "step_graphs"):
+        config, = decoding_configs(parser.parse_args(["--decoding", "beam_alsd_pp", "--cuda-graphs", mode]))
+        assert config.options == AlsdPlusOptions(cuda_graphs=mode)
 
 
 class _NoStream:
@@ -213,7 +210,8 @@ def eager_replay(monkeypatch):
     monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: _NoStream())
     monkeypatch.setattr(torch.cuda, "stream", lambda stream: contextlib.nullcontext())
     monkeypatch.setattr(torch.cuda, "graph_pool_handle", lambda: None)
-    monkeypatch.setattr(beam_graphs, "_capture", lambda steps, pool, stream: types.SimpleNamespace(replay=steps))
+    monkeypatch.setattr(beam_graphs, "_capture",
+                        lambda steps, pool, stream, keep: types.SimpleNamespace(replay=steps))
     graph_cache.FAILED_MODES.clear()
     with torch.inference_mode(False):
         model = random_decoder(HEADS["tdt"], "lstm", encoder_dim=16, num_layers=2, blank_rate=0.3, seed=11,
@@ -225,12 +223,12 @@ def eager_replay(monkeypatch):
 
 def test_graph_host_loop_equals_eager_and_reuses_the_graphs(eager_replay):
     model = eager_replay
-    options = AlsdPlusOptions(beam_size=4, nbest=3, max_symbols_per_frame=3)
+    options = AlsdPlusOptions(beam_size=4, nbest=3, max_symbols_per_frame=3, cuda_graphs="step_graphs")
     for seed, lengths in enumerate([[24, 3, 0, 17], [1, 24, 24, 9], [70, 2, 65, 0]]):
         frames, lengths_tensor = encoder_batch(lengths, seed=seed)
         with warnings.catch_warnings():
             warnings.simplefilter("error", CudaGraphFallbackWarning)
-            got = beam_graphs.decode_with_step_graphs(model, frames, lengths_tensor, options)
+            got = beam_graphs.decode_with_graphs(model, frames, lengths_tensor, options)
         expected = beam_alsd_pp(model, frames, lengths_tensor, 3, beam_size=4, nbest=3, cuda_graphs="off")
         assert got is not None
         assert_same_nbest(got.nbest, expected.nbest)
@@ -243,7 +241,7 @@ def test_graph_host_loop_equals_eager_and_reuses_the_graphs(eager_replay):
 def test_graphs_that_disagree_with_eager_decoding_fall_back(eager_replay, monkeypatch):
     model = eager_replay
 
-    def broken_capture(steps, pool, stream):
+    def broken_capture(steps, pool, stream, keep):
         def replay():  # a step "graph" that also skips a frame: its timestamps differ from eager decoding's
             steps()
             if steps.__name__ == "step":
@@ -253,17 +251,30 @@ def test_graphs_that_disagree_with_eager_decoding_fall_back(eager_replay, monkey
 
     monkeypatch.setattr(beam_graphs, "_capture", broken_capture)
     frames, lengths = encoder_batch([24, 13], seed=0)
-    options = AlsdPlusOptions(beam_size=2, max_symbols_per_frame=3)
+    options = AlsdPlusOptions(beam_size=2, max_symbols_per_frame=3, cuda_graphs="step_graphs")
     with pytest.warns(CudaGraphFallbackWarning, match="differently from eager decoding"):
-        assert beam_graphs.decode_with_step_graphs(model, frames, lengths, options) is None
+        assert beam_graphs.decode_with_graphs(model, frames, lengths, options) is None
     assert graph_cache.FAILED_MODES[beam_graphs.NAME, "step_graphs", frames.device]
     with pytest.warns(CudaGraphFallbackWarning, match="not usable here"):  # known to fail: not tried again
-        assert beam_graphs.decode_with_step_graphs(model, frames, lengths, options) is None
+        assert beam_graphs.decode_with_graphs(model, frames, lengths, options) is None
     assert model not in graph_cache.GRAPHS or not graph_cache.GRAPHS[model]
+
+
+def test_auto_skips_while_loops_where_conditional_nodes_cannot_run(eager_replay):
+    """"auto" tries one graph per search first; where that cannot run (here: no CUDA device for the conditional
+    nodes) it warns once why and replays step graphs."""
+    frames, lengths = encoder_batch([24, 13], seed=0)
+    options = AlsdPlusOptions(beam_size=2, max_symbols_per_frame=3)  # cuda_graphs="auto"
+    with pytest.warns(CudaGraphFallbackWarning, match="'while_loops' of beam_alsd_pp is not usable here") as caught:
+        got = beam_graphs.decode_with_graphs(eager_replay, frames, lengths, options)
+    assert len(caught) == 1 and got is not None
+    expected = beam_alsd_pp(eager_replay, frames, lengths, 3, beam_size=2, cuda_graphs="off")
+    assert_same_nbest(got.nbest, expected.nbest)
+    assert [key[6].cuda_graphs for key in graph_cache.GRAPHS[eager_replay]] == ["step_graphs"]
 
 
 def test_graphs_need_a_symbol_limit(eager_replay):
     frames, lengths = encoder_batch([5], seed=0)
     options = AlsdPlusOptions(max_symbols_per_frame=None)
     with pytest.warns(CudaGraphFallbackWarning, match="max_symbols_per_frame"):
-        assert beam_graphs.decode_with_step_graphs(eager_replay, frames, lengths, options) is None
+        assert beam_graphs.decode_with_graphs(eager_replay, frames, lengths, options) is None

@@ -13,6 +13,7 @@ from transdec.decoding import DecodingConfig, Fusion, decode, graph_cache
 from transdec.decoding.beam_aes_pp import beam_aes_pp
 from transdec.decoding.beam_alsd_pp import beam_alsd_pp
 from transdec.decoding.beam_graphs import NAME as ALSD_GRAPHS
+from transdec.decoding.conditional_graphs import conditional_graphs_unavailable
 from transdec.decoding.label_looping_graphs import CudaGraphFallbackWarning
 from transdec.decoding.beam_wind_batched import beam_wind_batched
 from transdec.lm import NGramLM
@@ -87,10 +88,20 @@ ALSD_BATCHES = {1: [[24], [17]], 3: [[24, 0, 13], [5, 24, 1]],
                 8: [[0, 1, 24, 0, 1, 13, 7, 24], [24, 3, 9, 24, 2, 0, 17, 11]]}
 
 
+def needs_mode(mode: str) -> None:
+    """Skip where ``mode`` cannot run at all (while_loops without cuda-python or an old driver)."""
+    reason = conditional_graphs_unavailable(torch.device("cuda")) if mode in ("while_loops", "auto") else None
+    if reason:
+        pytest.skip(reason)
+
+
+@pytest.mark.parametrize("graph_mode", ["while_loops", "step_graphs"])
 @pytest.mark.parametrize("beam_size, predictor", [(2, "stateless"), (4, "lstm")])
 @pytest.mark.parametrize("batch_size", list(ALSD_BATCHES))
 @pytest.mark.parametrize("kind", list(HEADS))
-def test_alsd_pp_step_graphs_equal_eager_and_cpu(kind, batch_size, beam_size, predictor, graph_failures_forgotten):
+def test_alsd_pp_graphs_equal_eager_and_cpu(kind, batch_size, beam_size, predictor, graph_mode,
+                                            graph_failures_forgotten):
+    needs_mode(graph_mode)
     cpu_model = model_for(kind, predictor, "label_heavy")
     model = on_cuda(cpu_model)
     # Beam 2 also takes the sort of early pruning and the log-sum-exp merge into the graph.
@@ -103,10 +114,10 @@ def test_alsd_pp_step_graphs_equal_eager_and_cpu(kind, batch_size, beam_size, pr
         with warnings.catch_warnings():
             warnings.simplefilter("error", CudaGraphFallbackWarning)  # the mode asked for is the mode that ran
             results = {mode: beam_alsd_pp(model, frames.cuda(), lengths_tensor.cuda(), 3, cuda_graphs=mode, **options)
-                       for mode in ("off", "step_graphs")}
+                       for mode in ("off", graph_mode)}
         for result in results.values():
             assert_same_nbest(result.nbest, reference.nbest)
-        graphed = results["step_graphs"].stats
+        graphed = results[graph_mode].stats
         assert (graphed.predictor_calls, graphed.joint_calls) == (
             reference.stats.predictor_calls, reference.stats.joint_calls)
         graph_sets = alsd_graph_sets(model)
@@ -117,6 +128,7 @@ def test_alsd_pp_step_graphs_equal_eager_and_cpu(kind, batch_size, beam_size, pr
 
 
 def test_alsd_pp_auto_uses_graphs_without_fusions_only(graph_failures_forgotten):
+    needs_mode("auto")
     cpu_model = model_for("tdt", "lstm", "label_heavy")
     model = on_cuda(cpu_model)
     frames, lengths = encoder_batch([70, 3, 64, 65], seed=5)  # frame bucket 128
@@ -125,7 +137,7 @@ def test_alsd_pp_auto_uses_graphs_without_fusions_only(graph_failures_forgotten)
     with warnings.catch_warnings():
         warnings.simplefilter("error", CudaGraphFallbackWarning)
         assert_same_nbest(decode(model, frames.cuda(), lengths.cuda(), config).nbest, expected)
-    assert len(alsd_graph_sets(model)) == 1
+    assert [key[6].cuda_graphs for key in graph_cache.GRAPHS[model] if key[0] == ALSD_GRAPHS] == ["while_loops"]
     fusions = [Fusion(DummyLM(HEADS["tdt"].num_tokens), 0.0)]
     config = DecodingConfig("beam_alsd_pp", config.options, fusions=fusions)
     assert_same_nbest(decode(model, frames.cuda(), lengths.cuda(), config).nbest, expected)  # weight 0: no change

@@ -15,10 +15,10 @@ greedy label-looping result (tokens, timestamps, durations and score) for every 
 hypothesis are its ``K`` best labels (times its ``K`` best durations for TDT): no other can be among the
 utterance's ``K`` best.
 
-On CUDA the steps run as a CUDA graph (:mod:`transdec.decoding.beam_graphs`, ``cuda_graphs``): with
+On CUDA the search runs as CUDA graphs (:mod:`transdec.decoding.beam_graphs`, ``cuda_graphs``): with
 ``in_place=True`` :class:`AlsdSearch` writes every update into tensors made once, counts on the device and
-runs the predictor on every hypothesis, so a step never reads anything back; the host loop reads one flag
-per step. The results are the same in every mode.
+runs the predictor on every hypothesis, so a step never reads anything back, and its loop condition is a device
+flag. The results are the same in every mode.
 """
 
 from __future__ import annotations
@@ -39,15 +39,16 @@ from transdec.decoding.results import DecodingResult, DecodingStats
 from transdec.decoding.scoring import Fusion, LabelScores, Scoring
 from transdec.protocol import DecodingModel
 
-GRAPH_MODES = ("auto", "step_graphs", "off")
+GRAPH_MODES = ("auto", "while_loops", "step_graphs", "off")
 
 
 @dataclasses.dataclass(frozen=True)
 class AlsdPlusOptions(PruningOptions):
     """Options of ALSD++: the beam options and how to run the steps on a GPU (which never changes the output)."""
 
-    cuda_graphs: str = option("auto", "on a GPU: 'step_graphs' (each search step replayed as a CUDA graph), "
-                                      "'off', or 'auto' (graphs if they work here)", choices=GRAPH_MODES)
+    cuda_graphs: str = option("auto", "on a GPU: 'while_loops' (one graph per search), 'step_graphs' (each search "
+                                      "step replayed as a graph), 'off', or 'auto' (the fastest that works here)",
+                              choices=GRAPH_MODES)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -74,10 +75,11 @@ def beam_alsd_pp(
     """Beam search over ``encoder_out [B, T, D]`` with valid ``lengths [B]``; ``result.nbest`` has each
     utterance's ``nbest`` best hypotheses.
 
-    ``cuda_graphs`` (CUDA only): ``"step_graphs"`` replays each search step as a CUDA graph, ``"off"`` runs
-    the steps eagerly, ``"auto"`` uses graphs where they work (a mode that cannot be used warns once and
-    decodes eagerly). Graphs need a ``max_symbols_per_frame`` and take no ``fusions``: with fusions ``"auto"``
-    means ``"off"`` and ``"step_graphs"`` is a ValueError."""
+    ``cuda_graphs`` (CUDA only; see :mod:`transdec.decoding.beam_graphs`): ``"while_loops"`` runs the whole
+    search as one CUDA graph with a device-side loop, ``"step_graphs"`` replays each search step as a graph from a
+    host loop, ``"off"`` runs the steps eagerly, ``"auto"`` takes the fastest that works here (a mode that cannot
+    be used warns once). Graphs need a ``max_symbols_per_frame`` and take no ``fusions``: with fusions ``"auto"``
+    means ``"off"`` and a graph mode is a ValueError."""
     lengths = checked_lengths(encoder_out, lengths)
     options = AlsdPlusOptions(max_symbols_per_frame=max_symbols_per_frame, beam_size=beam_size, nbest=nbest,
                               merge=merge, length_norm=length_norm, pruning=pruning, cuda_graphs=cuda_graphs)
@@ -85,9 +87,9 @@ def beam_alsd_pp(
     if not scoring.acoustic_only and cuda_graphs not in ("auto", "off"):
         raise ValueError(f"cuda_graphs={cuda_graphs!r} does not take fusions; use 'auto' or 'off'")
     if encoder_out.device.type == "cuda" and cuda_graphs != "off" and scoring.acoustic_only:
-        from transdec.decoding.beam_graphs import decode_with_step_graphs
+        from transdec.decoding.beam_graphs import decode_with_graphs
 
-        result = decode_with_step_graphs(model, encoder_out, lengths, options)
+        result = decode_with_graphs(model, encoder_out, lengths, options)
         if result is not None:
             return result
     search = AlsdSearch(model, encoder_out, lengths, options, scoring)

@@ -1,29 +1,39 @@
-"""ALSD++ beam search under CUDA graphs (``cuda_graphs="step_graphs"``).
+"""ALSD++ beam search under CUDA graphs (``cuda_graphs="while_loops"`` or ``"step_graphs"``).
 
 An eager ALSD++ step on a GPU is a hundred-odd small kernels and a host sync or two; at realistic batch sizes
 the launches, not the arithmetic, set its speed. :class:`~transdec.decoding.beam_alsd_pp.AlsdSearch` with
 ``in_place=True`` runs the step on preallocated tensors without reading anything back; here its ``start`` and
-its ``step`` are captured as two CUDA graphs, and a host loop replays the step graph while the device flag
-``active_any`` (read once per step) says a hypothesis has frames left.
+its ``step`` are captured as CUDA graphs, run in one of two modes:
 
-Graphs are made per batch size, frame bucket (``T`` rounded up to a power of two, at least 64), beam, dtype,
-options and predictor/joint weights, and kept with the model (:mod:`transdec.decoding.graph_cache`, shared with
-greedy decoding's graphs). Before a captured set is trusted it decodes a small seeded batch, which must give the
-n-best (tokens, timestamps, durations) that eager decoding gives; a capture or check that fails is skipped with
-one :class:`~transdec.decoding.graph_cache.CudaGraphFallbackWarning` saying why, and the search runs eagerly: a
-decode never fails because of graphs.
+``"while_loops"``
+    One graph for the whole search: ``start``, then ``step`` inside a WHILE conditional node on the device flag
+    ``active_any`` (:mod:`transdec.decoding.conditional_graphs`), so a decode is one launch and one sync at the
+    end. Needs a CUDA 12.4+ driver and ``cuda-python``.
+``"step_graphs"``
+    The ``start`` graph, then the ``step`` graph replayed from a host loop that reads ``active_any`` once per
+    step. Needs only PyTorch.
+
+``"auto"`` tries them in that order. Graphs are made per batch size, frame bucket (``T`` rounded up to a power
+of two, at least 64), beam, dtype, options and predictor/joint weights, and kept with the model
+(:mod:`transdec.decoding.graph_cache`, shared with greedy decoding's graphs). Before a captured set is trusted it
+decodes a small seeded batch, which must give the n-best (tokens, timestamps, durations) that eager decoding
+gives; a mode whose capture or check fails is skipped with one
+:class:`~transdec.decoding.graph_cache.CudaGraphFallbackWarning` saying why, and the search runs eagerly when
+none is left: a decode never fails because of graphs.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from functools import partial
 from typing import Any, Callable
 
 import torch
 
 from transdec.decoding.beam_alsd_pp import AlsdPlusOptions, AlsdSearch
-from transdec.decoding.graph_cache import (FAILED_MODES, cached, failure_reason, frame_bucket, no_garbage_collection,
-                                           warn_fallback, weights_version)
+from transdec.decoding.conditional_graphs import ConditionalGraph, While
+from transdec.decoding.graph_cache import (FAILED_MODES, cached, failure_reason, frame_bucket, mode_unavailable,
+                                           no_garbage_collection, warn_fallback, weights_version)
 from transdec.decoding.results import DecodingResult, Hypothesis
 from transdec.decoding.scoring import Scoring
 from transdec.protocol import DecodingModel
@@ -35,10 +45,11 @@ SAMPLE_FRAMES = 32
 
 
 class GraphedAlsd:
-    """ALSD++ for one batch size, frame capacity, dtype and option set, captured as a start and a step graph."""
+    """ALSD++ for one batch size, frame capacity, dtype and option set, captured as a start and a step graph and
+    run in ``mode`` (see the module docstring)."""
 
     def __init__(self, model: DecodingModel, batch_size: int, max_time: int, encoder_dim: int, dtype: torch.dtype,
-                 device: torch.device, options: AlsdPlusOptions) -> None:
+                 device: torch.device, options: AlsdPlusOptions, mode: str = "step_graphs") -> None:
         self.encoder_out = torch.zeros(batch_size, max_time, encoder_dim, dtype=dtype, device=device)
         self.lengths = torch.zeros(batch_size, dtype=torch.long, device=device)
         scoring = Scoring(model.head)
@@ -63,20 +74,23 @@ class GraphedAlsd:
             self.search.start()
             self.search.run()
             pool = torch.cuda.graph_pool_handle()
-            self.start_graph = _capture(self.search.start, pool, stream)
-            self.step_graph = _capture(self.search.step, pool, stream)
+            keep = mode == "while_loops"  # a conditional graph clones the captured ones
+            start_graph = _capture(self.search.start, pool, stream, keep)
+            step_graph = _capture(self.search.step, pool, stream, keep)
         torch.cuda.current_stream(device).wait_stream(stream)
+        if mode == "while_loops":
+            whole = ConditionalGraph([start_graph, While(self.search.active_any, [step_graph])], device)
+            self._run = whole.launch
+        else:
+            self._run = partial(_replay_steps, start_graph, step_graph, self.search.active_any)
         got = _decisions(self.decode(sample, sample_lengths).nbest)
         if got != expected:
-            raise RuntimeError("step graphs decoded a test batch differently from eager decoding")
+            raise RuntimeError(f"{mode} graphs decoded a test batch differently from eager decoding")
 
     def decode(self, encoder_out: torch.Tensor, lengths: torch.Tensor) -> DecodingResult:
         """Decode ``encoder_out [B, T, D]`` (``T`` at most the capacity) with ``lengths [B]``."""
         self._load(encoder_out, lengths)
-        self.start_graph.replay()
-        # One flag read per step: a step replayed with nothing left to search would still write a node.
-        while bool(self.search.active_any):
-            self.step_graph.replay()
+        self._run()
         return self.search.result()
 
     def _load(self, encoder_out: torch.Tensor, lengths: torch.Tensor) -> None:
@@ -86,11 +100,19 @@ class GraphedAlsd:
         self.lengths.copy_(lengths)
 
 
-def _capture(steps: Callable[[], object], pool: Any, stream: torch.cuda.Stream) -> torch.cuda.CUDAGraph:
-    graph = torch.cuda.CUDAGraph()
+def _capture(steps: Callable[[], object], pool: Any, stream: torch.cuda.Stream, keep: bool) -> torch.cuda.CUDAGraph:
+    graph = torch.cuda.CUDAGraph(keep_graph=True) if keep else torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph, pool=pool, stream=stream, capture_error_mode="thread_local"):
         steps()
     return graph
+
+
+def _replay_steps(start_graph: Any, step_graph: Any, active_any: torch.Tensor) -> None:
+    """The host loop of ``step_graphs``: one flag read per step (a step replayed with nothing left to search
+    would still write a node)."""
+    start_graph.replay()
+    while bool(active_any):
+        step_graph.replay()
 
 
 def _decisions(nbest: list[list[Hypothesis]]) -> list[list[tuple[list[int], list[int], list[int]]]]:
@@ -98,10 +120,11 @@ def _decisions(nbest: list[list[Hypothesis]]) -> list[list[tuple[list[int], list
 
 
 @torch.inference_mode()
-def decode_with_step_graphs(model: DecodingModel, encoder_out: torch.Tensor, lengths: torch.Tensor,
-                            options: AlsdPlusOptions) -> DecodingResult | None:
-    """Decode with captured ALSD++ steps; None means "decode eagerly": graphs could not be used here (it warned
-    why) or the batch is empty. Only for searches without fusions."""
+def decode_with_graphs(model: DecodingModel, encoder_out: torch.Tensor, lengths: torch.Tensor,
+                       options: AlsdPlusOptions) -> DecodingResult | None:
+    """Decode with captured ALSD++ steps in ``options.cuda_graphs`` (or the fastest mode that works, for
+    ``"auto"``); None means "decode eagerly": no mode could be used here (each warned why) or the batch is empty.
+    Only for searches without fusions."""
     batch_size, max_time, encoder_dim = encoder_out.shape
     if batch_size == 0 or max_time == 0:
         return None
@@ -109,20 +132,21 @@ def decode_with_step_graphs(model: DecodingModel, encoder_out: torch.Tensor, len
         warn_fallback("ALSD++ CUDA graphs need a max_symbols_per_frame (it bounds the search's storage)")
         return None
     device = encoder_out.device
-    variant = (NAME, "step_graphs", device)
-    reason = FAILED_MODES.get(variant)
-    if reason is None:
-        frames = frame_bucket(max_time)
-        # The graph mode and thread count do not change what is captured.
-        graph_options = dataclasses.replace(options, cuda_graphs="step_graphs", cpu_threads=None)
-        key = (NAME, batch_size, frames, encoder_dim, encoder_out.dtype, device, graph_options,
-               weights_version(model))
-        try:
-            graphed = cached(model, key, lambda: GraphedAlsd(model, batch_size, frames, encoder_dim, encoder_out.dtype,
-                                                             device, graph_options))
-            return graphed.decode(encoder_out, lengths)
-        except Exception as error:  # capture, replay or self-check refused: any such failure means "fall back"
-            reason = failure_reason(error)
-            FAILED_MODES[variant] = reason
-    warn_fallback(f"CUDA graph mode 'step_graphs' of beam_alsd_pp is not usable here: {reason}")
+    frames = frame_bucket(max_time)
+    candidates = ("while_loops", "step_graphs") if options.cuda_graphs == "auto" else (options.cuda_graphs,)
+    for mode in candidates:
+        reason = mode_unavailable(mode, device) or FAILED_MODES.get((NAME, mode, device))
+        if reason is None:
+            # The thread count does not change what is captured; the mode is in the key.
+            graph_options = dataclasses.replace(options, cuda_graphs=mode, cpu_threads=None)
+            key = (NAME, batch_size, frames, encoder_dim, encoder_out.dtype, device, graph_options,
+                   weights_version(model))
+            try:
+                graphed = cached(model, key, lambda: GraphedAlsd(model, batch_size, frames, encoder_dim,
+                                                                 encoder_out.dtype, device, graph_options, mode))
+                return graphed.decode(encoder_out, lengths)
+            except Exception as error:  # capture, replay or self-check refused: any such failure means "fall back"
+                reason = failure_reason(error)
+                FAILED_MODES[NAME, mode, device] = reason
+        warn_fallback(f"CUDA graph mode {mode!r} of beam_alsd_pp is not usable here: {reason}")
     return None

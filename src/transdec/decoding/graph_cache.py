@@ -69,6 +69,18 @@ def weights_version(model: DecodingModel) -> tuple:
     return tuple(version)
 
 
+def mode_unavailable(mode: str, device: torch.device) -> str | None:
+    """Why ``mode`` cannot run on ``device`` at all (checked once per process), or None: ``"while_loops"`` needs
+    conditional graph nodes (:mod:`transdec.decoding.conditional_graphs`); the other modes need only PyTorch."""
+    if mode != "while_loops":
+        return None
+    if (mode, device) not in FAILED_MODES:
+        from transdec.decoding.conditional_graphs import conditional_graphs_unavailable
+
+        FAILED_MODES[mode, device] = conditional_graphs_unavailable(device)
+    return FAILED_MODES[mode, device]
+
+
 def failure_reason(error: Exception) -> str:
     """What to tell the user about an exception that stopped a capture or a self-check."""
     reason = f"{type(error).__name__}: {error}"

@@ -30,11 +30,12 @@ from typing import Any, Callable
 import torch
 
 from transdec.decoding import greedy_kernels
-from transdec.decoding.conditional_graphs import ConditionalGraph, While, conditional_graphs_unavailable
+from transdec.decoding.conditional_graphs import ConditionalGraph, While
 from transdec.decoding.graph_cache import FAILED_MODES as _FAILED_MODES
 from transdec.decoding.graph_cache import CudaGraphFallbackWarning  # noqa: F401  (its documented home)
 from transdec.decoding.graph_cache import cached as _cached
 from transdec.decoding.graph_cache import failure_reason, frame_bucket
+from transdec.decoding.graph_cache import mode_unavailable as _mode_unavailable
 from transdec.decoding.graph_cache import no_garbage_collection as _no_garbage_collection
 from transdec.decoding.graph_cache import warn_fallback as _warn
 from transdec.decoding.graph_cache import weights_version as _weights_version
@@ -205,11 +206,3 @@ def decode_with_graphs(
             _warn(f"CUDA graph mode {candidate!r}{kernels} is not usable here: {reason}")
     return None
 
-
-def _mode_unavailable(mode: str, device: torch.device) -> str | None:
-    """Why ``mode`` cannot run on ``device`` at all (checked once per process), or None."""
-    if mode != "while_loops":
-        return None
-    if (mode, device) not in _FAILED_MODES:
-        _FAILED_MODES[mode, device] = conditional_graphs_unavailable(device)
-    return _FAILED_MODES[mode, device]
