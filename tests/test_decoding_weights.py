@@ -27,3 +27,14 @@ def test_gradients_flow_through_the_weight_itself() -> None:
     assert not transposed(layer, "weight").is_contiguous()  # the view, not a copy
     linear(torch.randn(2, 5), layer).sum().backward()
     assert layer.weight.grad is not None and layer.bias.grad is not None
+
+
+def test_a_frozen_layer_after_inference_mode_decoding_still_trains_what_feeds_it() -> None:
+    """A frozen weight is saved for its input's gradient: with autograd on it must not be the copy made while
+    decoding under inference mode."""
+    layer = torch.nn.Linear(5, 3).requires_grad_(False)
+    with torch.inference_mode():
+        linear(torch.randn(2, 5), layer)  # caches a copy, an inference tensor
+    x = torch.randn(2, 5, requires_grad=True)
+    linear(x, layer).sum().backward()
+    torch.testing.assert_close(x.grad, layer.weight.sum(0).expand(2, 5))

@@ -4,7 +4,7 @@ A decoding step multiplies a few rows (one per hypothesis) by the predictor's an
 the weight stored as ``nn.Linear`` keeps it (``[out, in]``), PyTorch's CPU BLAS runs that product as a transposed
 GEMM, which took up to 1.5x as long as the same product with the weight stored transposed (``[in, out]``): 1.0-1.5x
 at 4-16 rows, 1.0-1.3x at 1 and 64 rows (``bench/cpu_layouts.py``; docs/benchmarks.md, "CPU layouts"). :func:`linear` keeps a
-transposed copy of each weight on its module and uses it whenever no gradient is wanted.
+transposed copy of each weight on its module and uses it whenever autograd is off.
 """
 
 from __future__ import annotations
@@ -15,15 +15,16 @@ from torch import Tensor, nn
 
 
 def transposed(module: nn.Module, name: str) -> Tensor:
-    """``module``'s parameter ``name`` transposed (``[in, out]``): a contiguous copy cached on the module while no
-    gradient is wanted and the tensor is on a CPU, else the transposed view.
+    """``module``'s parameter ``name`` transposed (``[in, out]``): a contiguous copy cached on the module when
+    autograd is off (decoding) and the tensor is on a CPU, else the transposed view (with autograd on, a frozen
+    weight may still be saved for another input's gradient, and a copy made under inference mode cannot be).
 
     The copy is rebuilt whenever the parameter changes: in-place updates (optimiser steps, ``load_state_dict``)
     bump its version, moves and casts reallocate it. Parameters made under inference mode have no version
     counter, so they get the view.
     """
     weight = module._parameters[name]
-    if weight.device.type != "cpu" or weight.is_inference() or (torch.is_grad_enabled() and weight.requires_grad):
+    if weight.device.type != "cpu" or weight.is_inference() or torch.is_grad_enabled():
         return weight.t()
     key = (weight._version, weight.data_ptr(), weight.dtype)
     cache = module.__dict__.setdefault("_transposed_weights", {})
