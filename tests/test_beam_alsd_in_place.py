@@ -210,7 +210,7 @@ def eager_replay(monkeypatch):
     monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: _NoStream())
     monkeypatch.setattr(torch.cuda, "stream", lambda stream: contextlib.nullcontext())
     monkeypatch.setattr(torch.cuda, "graph_pool_handle", lambda: None)
-    monkeypatch.setattr(beam_graphs, "_capture",
+    monkeypatch.setattr(beam_graphs, "capture_graph",
                         lambda steps, pool, stream, keep: types.SimpleNamespace(replay=steps))
     graph_cache.FAILED_MODES.clear()
     with torch.inference_mode(False):
@@ -249,7 +249,7 @@ def test_graphs_that_disagree_with_eager_decoding_fall_back(eager_replay, monkey
 
         return types.SimpleNamespace(replay=replay)
 
-    monkeypatch.setattr(beam_graphs, "_capture", broken_capture)
+    monkeypatch.setattr(beam_graphs, "capture_graph", broken_capture)
     frames, lengths = encoder_batch([24, 13], seed=0)
     options = AlsdPlusOptions(beam_size=2, max_symbols_per_frame=3, cuda_graphs="step_graphs")
     with pytest.warns(CudaGraphFallbackWarning, match="differently from eager decoding"):

@@ -193,6 +193,15 @@ class TextTokenizer(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class FrontEndFigures:
+    """What transcription (:mod:`transdec.long_audio`) reads of a model's front end as ``model.config.features``
+    when the model is not transdec's own: the feature frame shift and the sample rate."""
+
+    frame_shift_ms: float
+    sample_rate: int
+
+
 @runtime_checkable
 class SpeechModel(DecodingModel, Protocol):
     """A whole recogniser: audio to encoder frames, the decoding parts, and a tokenizer.

@@ -29,7 +29,7 @@ from transdec.audio import Transcribing, check_float_waveforms
 from transdec.model.joint import JointNetwork
 from transdec.model.predictors import LSTMPredictor
 from transdec.model.tokenizer import Tokenizer
-from transdec.protocol import HeadSpec
+from transdec.protocol import FrontEndFigures, HeadSpec
 
 SUPPORTED_CLASSES = ("EncDecRNNTBPEModel", "EncDecHybridRNNTCTCBPEModel")
 #: Model classes that are known and not Transducers with a BPE tokenizer, with what they are.
@@ -39,14 +39,6 @@ _UNSUPPORTED_CLASSES = {
     "EncDecRNNTModel": "a Transducer with a character vocabulary (only BPE tokenizers are supported)",
     "EncDecHybridRNNTCTCModel": "a hybrid model with a character vocabulary (only BPE tokenizers are supported)",
 }
-
-
-@dataclass(frozen=True)
-class NemoFeatureInfo:
-    """What :mod:`transdec.long_audio` reads of a model's front end."""
-
-    frame_shift_ms: float
-    sample_rate: int
 
 
 @dataclass(frozen=True)
@@ -62,7 +54,7 @@ class NemoModelInfo:
 
     model_class: str
     head: HeadSpec
-    features: NemoFeatureInfo
+    features: FrontEndFigures
     encoder: NemoEncoderInfo
 
 
@@ -278,7 +270,7 @@ def build_model(archive: NemoArchive) -> NemoTransducer:
         joint = build_joint(config["joint"], encoder.output_dim, predictor.output_size, head)
         ctc = nn.Linear(encoder.output_dim, head.num_tokens + 1) if name == "EncDecHybridRNNTCTCBPEModel" else None
     mel = preprocessor.config
-    info = NemoModelInfo(name, head, NemoFeatureInfo(mel.hop_length * 1000 / mel.sample_rate, mel.sample_rate),
+    info = NemoModelInfo(name, head, FrontEndFigures(mel.hop_length * 1000 / mel.sample_rate, mel.sample_rate),
                          NemoEncoderInfo(encoder.subsampling_factor))
     model = NemoTransducer(info, preprocessor, encoder, predictor, joint, tokenizer, ctc)
     load_weights(model, archive.state_dict)

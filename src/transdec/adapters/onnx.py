@@ -28,7 +28,7 @@ from transdec.adapters.onnx_features import sherpa_front_end
 from transdec.adapters.onnx_files import TokensTokenizer, find_parts, read_tokens
 from transdec.adapters.onnx_parts import OnnxJoint, OnnxLstmPredictor, OnnxStatelessPredictor, numpy_of
 from transdec.audio import Transcribing, check_float_waveforms
-from transdec.protocol import HeadSpec
+from transdec.protocol import FrontEndFigures, HeadSpec
 
 
 @dataclass(frozen=True)
@@ -47,18 +47,12 @@ class OnnxModelInfo:
         return OnnxEncoderInfo(-1, self.subsampling_factor)
 
     @property
-    def features(self) -> OnnxFeatureInfo:
+    def features(self) -> FrontEndFigures:
         """The figures :mod:`transdec.long_audio` reads (``config.features.frame_shift_ms``)."""
         config = (self.front_end or {}).get("config", {})
         rate = int(config.get("sample_rate", 16000))
         shift = config["hop_length"] * 1000 / rate if "hop_length" in config else config.get("frame_shift_ms", 10.0)
-        return OnnxFeatureInfo(float(shift), rate)
-
-
-@dataclass(frozen=True)
-class OnnxFeatureInfo:
-    frame_shift_ms: float
-    sample_rate: int
+        return FrontEndFigures(float(shift), rate)
 
 
 @dataclass(frozen=True)

@@ -26,14 +26,15 @@ from __future__ import annotations
 
 import dataclasses
 from functools import partial
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
 from transdec.decoding.beam_alsd_pp import AlsdPlusOptions, AlsdSearch
 from transdec.decoding.conditional_graphs import ConditionalGraph, While
-from transdec.decoding.graph_cache import (FAILED_MODES, cached, failure_reason, frame_bucket, mode_unavailable,
-                                           no_garbage_collection, warn_fallback, weights_version)
+from transdec.decoding.graph_cache import (FAILED_MODES, GraphedSearch, cached, capture_graph, failure_reason,
+                                           frame_bucket, mode_unavailable, no_garbage_collection, warn_fallback,
+                                           weights_version)
 from transdec.decoding.results import DecodingResult, Hypothesis
 from transdec.decoding.scoring import Scoring
 from transdec.protocol import DecodingModel
@@ -44,7 +45,7 @@ NAME = "beam_alsd_pp"
 SAMPLE_FRAMES = 32
 
 
-class GraphedAlsd:
+class GraphedAlsd(GraphedSearch):
     """ALSD++ for one batch size, frame capacity, dtype and option set, captured as a start and a step graph and
     run in ``mode`` (see the module docstring)."""
 
@@ -75,8 +76,8 @@ class GraphedAlsd:
             self.search.run()
             pool = torch.cuda.graph_pool_handle()
             keep = mode == "while_loops"  # a conditional graph clones the captured ones
-            start_graph = _capture(self.search.start, pool, stream, keep)
-            step_graph = _capture(self.search.step, pool, stream, keep)
+            start_graph = capture_graph(self.search.start, pool, stream, keep)
+            step_graph = capture_graph(self.search.step, pool, stream, keep)
         torch.cuda.current_stream(device).wait_stream(stream)
         if mode == "while_loops":
             whole = ConditionalGraph([start_graph, While(self.search.active_any, [step_graph])], device)
@@ -86,25 +87,6 @@ class GraphedAlsd:
         got = _decisions(self.decode(sample, sample_lengths).nbest)
         if got != expected:
             raise RuntimeError(f"{mode} graphs decoded a test batch differently from eager decoding")
-
-    def decode(self, encoder_out: torch.Tensor, lengths: torch.Tensor) -> DecodingResult:
-        """Decode ``encoder_out [B, T, D]`` (``T`` at most the capacity) with ``lengths [B]``."""
-        self._load(encoder_out, lengths)
-        self._run()
-        return self.search.result()
-
-    def _load(self, encoder_out: torch.Tensor, lengths: torch.Tensor) -> None:
-        # Frames past T keep an earlier batch's values; only finished hypotheses read them, and their scores
-        # are masked out of every decision.
-        self.encoder_out[:, : encoder_out.shape[1]].copy_(encoder_out)
-        self.lengths.copy_(lengths)
-
-
-def _capture(steps: Callable[[], object], pool: Any, stream: torch.cuda.Stream, keep: bool) -> torch.cuda.CUDAGraph:
-    graph = torch.cuda.CUDAGraph(keep_graph=True) if keep else torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph, pool=pool, stream=stream, capture_error_mode="thread_local"):
-        steps()
-    return graph
 
 
 def _replay_steps(start_graph: Any, step_graph: Any, active_any: torch.Tensor) -> None:

@@ -37,6 +37,36 @@ FAILED_MODES: dict[tuple, str | None] = {}
 GRAPHS: weakref.WeakKeyDictionary[Any, dict[tuple, Any]] = weakref.WeakKeyDictionary()
 
 
+class GraphedSearch:
+    """A search captured in CUDA graphs that read their input from fixed buffers: subclasses make ``encoder_out
+    [B, T, D]`` and ``lengths [B]``, a ``search`` with ``result()`` and ``_run``, which runs the graphs."""
+
+    encoder_out: torch.Tensor
+    lengths: torch.Tensor
+    search: Any
+    _run: Callable[[], None]
+
+    def decode(self, encoder_out: torch.Tensor, lengths: torch.Tensor) -> Any:
+        """Decode ``encoder_out [B, T, D]`` (``T`` at most the capacity) with ``lengths [B]``."""
+        self._load(encoder_out, lengths)
+        self._run()
+        return self.search.result()
+
+    def _load(self, encoder_out: torch.Tensor, lengths: torch.Tensor) -> None:
+        # Frames past T keep an earlier batch's values; they lie past every length, so no decision reads them.
+        self.encoder_out[:, : encoder_out.shape[1]].copy_(encoder_out)
+        self.lengths.copy_(lengths)
+
+
+def capture_graph(steps: Callable[[], object], pool: Any, stream: torch.cuda.Stream, keep: bool) -> Any:
+    """A CUDA graph of ``steps`` on ``stream`` in memory ``pool``; ``keep`` keeps it clonable into a
+    :class:`~transdec.decoding.conditional_graphs.ConditionalGraph`."""
+    graph = torch.cuda.CUDAGraph(keep_graph=True) if keep else torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, pool=pool, stream=stream, capture_error_mode="thread_local"):
+        steps()
+    return graph
+
+
 def frame_bucket(max_time: int) -> int:
     """The frame capacity graphs for ``max_time`` frames are made with: a power of two, at least the minimum, so
     that a few shapes serve every length."""

@@ -34,7 +34,7 @@ from transdec.decoding.conditional_graphs import ConditionalGraph, While
 from transdec.decoding.graph_cache import FAILED_MODES as _FAILED_MODES
 from transdec.decoding.graph_cache import CudaGraphFallbackWarning  # noqa: F401  (its documented home)
 from transdec.decoding.graph_cache import cached as _cached
-from transdec.decoding.graph_cache import failure_reason, frame_bucket
+from transdec.decoding.graph_cache import GraphedSearch, capture_graph, failure_reason, frame_bucket
 from transdec.decoding.graph_cache import mode_unavailable as _mode_unavailable
 from transdec.decoding.graph_cache import no_garbage_collection as _no_garbage_collection
 from transdec.decoding.graph_cache import warn_fallback as _warn
@@ -44,7 +44,7 @@ from transdec.decoding.results import DecodingResult
 from transdec.protocol import DecodingModel
 
 
-class GraphedLabelLooping:
+class GraphedLabelLooping(GraphedSearch):
     """Label-looping for one batch size, frame capacity, dtype and option set, captured in CUDA graphs."""
 
     def __init__(
@@ -93,27 +93,10 @@ class GraphedLabelLooping:
         if _decisions(self.decode(sample, sample_lengths)) != expected:
             raise RuntimeError(f"{mode} graphs decoded a test batch differently from eager decoding")
 
-    def decode(self, encoder_out: torch.Tensor, lengths: torch.Tensor) -> DecodingResult:
-        """Decode ``encoder_out [B, T, D]`` (``T`` at most the capacity) with ``lengths [B]``."""
-        self._load(encoder_out, lengths)
-        self._run()
-        return self.search.result()
-
-    def _load(self, encoder_out: torch.Tensor, lengths: torch.Tensor) -> None:
-        # Frames past T keep an earlier batch's values; they lie past every length and are never used.
-        self.encoder_out[:, : encoder_out.shape[1]].copy_(encoder_out)
-        self.lengths.copy_(lengths)
-
-    def _capture(self, steps: Callable[[], None], pool: Any, stream: torch.cuda.Stream, keep: bool) -> Any:
-        graph = torch.cuda.CUDAGraph(keep_graph=True) if keep else torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, pool=pool, stream=stream, capture_error_mode="thread_local"):
-            steps()
-        return graph
-
     def _build_while_loops(self, pool: Any, stream: torch.cuda.Stream) -> None:
         s = self.search
         start, begin, search, end = (
-            self._capture(step, pool, stream, keep=True)
+            capture_graph(step, pool, stream, keep=True)
             for step in (s.start, s.begin_label, s.search_step, s.end_label)
         )
         loops = [start, While(s.active_any, [begin, While(s.searching_any, [search]), end])]
@@ -122,7 +105,7 @@ class GraphedLabelLooping:
 
     def _build_step_graphs(self, pool: Any, stream: torch.cuda.Stream) -> None:
         first, search, next_label = (
-            self._capture(steps, pool, stream, keep=False) for steps in step_pieces(self.search)
+            capture_graph(steps, pool, stream, keep=False) for steps in step_pieces(self.search)
         )
         self._run = lambda: run_step_pieces(self.search, first.replay, search.replay, next_label.replay)
 
