@@ -148,8 +148,9 @@ def load_nemo(disabled: bool):
     if disabled:
         return None
     try:
+        import nemo_greedy  # first: importing NeMo rewrites sys.path[0], this script's folder
+
         import nemo.collections.asr  # noqa: F401
-        import nemo_greedy
 
         nemo_greedy.quiet_nemo_logging()
         return nemo_greedy

@@ -2,7 +2,7 @@
 # Every GPU check of transdec in one go, for a CUDA machine that may have no network: the CUDA tests, then
 # the benchmarks, each writing its output under $OUT (default /tmp/transdec-gpu) as it goes.
 #
-#   bash bench/gpu_checks.sh [STAGE ...]     stages: env tests decoders encoder evaluate training
+#   bash bench/gpu_checks.sh [STAGE ...]     stages: env tests beam profile decoders encoder evaluate training
 #                                            (default: all)
 #
 # Packages the machine lacks (NeMo for its reference decoders, soundfile for audio) are installed from
@@ -18,7 +18,7 @@ if [ -d .whl ]; then
         && export PYTHONPATH="$PYTHONPATH:/tmp/site"
 fi
 stages=("$@")
-[ ${#stages[@]} -gt 0 ] || stages=(env tests decoders encoder evaluate training)
+[ ${#stages[@]} -gt 0 ] || stages=(env tests beam profile decoders encoder evaluate training)
 
 for stage in "${stages[@]}"; do
     echo "== $stage ($SECONDS s)"
@@ -27,11 +27,20 @@ for stage in "${stages[@]}"; do
             nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
             python3 -c 'import sys, torch; print(sys.version.split()[0], "torch", torch.__version__, torch.version.cuda)'
             python3 -c 'from cuda import bindings; print("cuda-bindings", bindings.__version__)' ;;
-        tests)
-            timeout "${TESTS_SECONDS:-300}" python3 -m pytest -q -rf -p no:cacheprovider --maxfail=10 \
+        tests)  # in TEST_WORKERS processes (pytest-xdist) where the machine has it
+            workers=()
+            python3 -c 'import xdist' 2>/dev/null && workers=(-n "${TEST_WORKERS:-4}")
+            timeout "${TESTS_SECONDS:-300}" python3 -m pytest -q -rfE -p no:cacheprovider --maxfail=10 "${workers[@]}" \
                 -k "not fused_kernels_equal_reference" tests/test_label_looping_graphs.py tests/test_compute_dtype.py \
                 tests/test_beam_cuda.py \
                 2>&1 | tee "$OUT/tests.txt" ;;
+        beam)  # beam search beside greedy and NeMo, decoder only and whole system; the LM's scoring kernel
+            # shellcheck disable=SC2086
+            timeout "${BEAM_SECONDS:-400}" python3 bench/gpu_beam.py --output "$OUT/beam.md" ${BEAM_OPTIONS:-} \
+                2>&1 | grep -v 'it/s' | tee "$OUT/beam.log" ;;
+        profile)  # kernels and host syncs per decode, eagerly and under graphs
+            timeout "${PROFILE_SECONDS:-120}" python3 bench/gpu_profile.py --output "$OUT/profile.md" \
+                2>&1 | tee "$OUT/profile.log" ;;
         decoders)
             # shellcheck disable=SC2086
             timeout "${DECODERS_SECONDS:-400}" python3 bench/gpu.py --output "$OUT/decoders.md" ${DECODER_OPTIONS:-} \

@@ -1,4 +1,4 @@
-"""NVIDIA NeMo's batched greedy Transducer decoders on a transdec model's weights, for side-by-side benchmarks.
+"""NVIDIA NeMo's batched greedy and beam Transducer decoders on a transdec model's weights, for side-by-side benchmarks.
 
 transdec never imports NeMo; this module does, lazily (inside its functions), so that importing it costs
 nothing where NeMo is absent. It was written against ``nemo-toolkit==3.0.0``.
@@ -13,6 +13,8 @@ nothing where NeMo is absent. It was written against ``nemo-toolkit==3.0.0``.
 * :func:`nemo_decode` runs NeMo's public ``forward`` (Hypothesis objects, as NeMo's own ``transcribe``
   gets them) and returns token ids; :func:`nemo_decode_batched` runs only the decoding loop (NeMo's
   ``decoding_computer``) and leaves the result on the device, which is what ``transdec.decode`` does.
+* :func:`nemo_beam` builds NeMo's batched beam search (``malsd_batch``) on the same weights, :func:`nemo_ngram_lm` its
+  GPU n-gram LM, and :func:`nemo_beam_best` runs the search and returns the best hypotheses' tokens.
 * :func:`time_call` times any decode call fairly on CUDA (warm-up, ``torch.cuda.synchronize``).
 
 CUDA graphs (NeMo's "label-looping with CUDA graphs"): NeMo captures the graphs at the first call and keeps
@@ -173,6 +175,56 @@ def nemo_greedy(
     if head.kind == "rnnt":
         return GreedyBatchedRNNTInfer(loop_labels=True, **common)
     return GreedyBatchedTDTInfer(durations=list(head.durations), include_duration=True, **common)
+
+
+def nemo_beam(
+    model: Any,
+    device: torch.device | str = "cpu",
+    dtype: torch.dtype = torch.float32,
+    *,
+    beam_size: int = 4,
+    cuda_graphs: bool = False,
+    max_symbols_per_step: int = 10,
+    lm: Any = None,
+    lm_weight: float = 0.0,
+) -> Any:
+    """NeMo's batched ALSD beam search (``malsd_batch``: ``BeamBatchedRNNTInfer`` / ``BeamBatchedTDTInfer``) on a
+    copy of ``model``'s weights, scored as transdec's ``beam_alsd_pp`` scores by default: no length normalisation,
+    late pruning, and with ``lm`` (an ``NGramGPULanguageModel``, :func:`nemo_ngram_lm`) no LM score on blanks
+    (transdec's ``Fusion(lm, lm_weight)``). Its ``decoding_computer`` is the search loop."""
+    from nemo.collections.asr.parts.submodules.rnnt_beam_decoding import BeamBatchedRNNTInfer
+    from nemo.collections.asr.parts.submodules.tdt_beam_decoding import BeamBatchedTDTInfer
+
+    decoder, joint = nemo_modules(model, device, dtype)
+    head = model.head
+    common = dict(
+        decoder_model=decoder, joint_model=joint, blank_index=head.blank_id, beam_size=beam_size,
+        search_type="malsd_batch", score_norm=False, max_symbols_per_step=max_symbols_per_step,
+        fusion_models=None if lm is None else [lm], fusion_models_alpha=None if lm is None else [lm_weight],
+        blank_lm_score_mode="no_score", pruning_mode="late", allow_cuda_graphs=cuda_graphs,
+    )
+    if head.kind == "rnnt":
+        return BeamBatchedRNNTInfer(**common)
+    return BeamBatchedTDTInfer(durations=list(head.durations), **common)
+
+
+def nemo_ngram_lm(arpa_path: str, vocab_size: int, device: torch.device | str) -> Any:
+    """NeMo's GPU n-gram LM (NGPU-LM) from an ARPA file in NeMo's token convention, scored as KenLM scores it
+    (no ``<unk>`` renormalisation), as transdec's ``NGramLM`` does."""
+    from nemo.collections.asr.parts.submodules.ngram_lm import NGramGPULanguageModel
+
+    return NGramGPULanguageModel.from_arpa(arpa_path, vocab_size=vocab_size, normalize_unk=False).to(device)
+
+
+def nemo_beam_best(beam: Any, encoder_out: torch.Tensor, lengths: torch.Tensor) -> list[list[int]]:
+    """The search loop alone, then each utterance's best hypothesis as token ids: what a caller of
+    ``beam_alsd_pp`` gets (transdec's result also holds its hypotheses on the host)."""
+    beam.decoder.eval()
+    beam.joint.eval()
+    with torch.inference_mode():
+        batched, _state = beam.decoding_computer(x=encoder_out, out_len=lengths.to(encoder_out.device))
+        hypotheses = batched.to_hyps_list(score_norm=False)[: encoder_out.shape[0]]
+    return [[int(t) for t in h.y_sequence] for h in hypotheses]
 
 
 def cuda_graphs_mode(greedy: Any) -> str | None:

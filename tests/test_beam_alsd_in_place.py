@@ -72,7 +72,7 @@ def test_in_place_steps_equal_the_default_search(kind, predictor, beam_size, mer
 
 
 def test_in_place_steps_with_a_fusion_equal_the_default_search():
-    """Graphs take no fusions, but the in-place steps carry a scorer's state like the predictor's."""
+    """The in-place steps carry a scorer's state like the predictor's."""
     model = model_for("tdt", "stateless", "label_heavy")
     frames, lengths = encoder_batch([24, 13, 7], seed=6)
     fusions = [Fusion(BigramScorer(HEADS["tdt"].num_tokens, seed=3), 0.8, token_bonus=0.1, blank_scoring=True)]
@@ -172,7 +172,7 @@ def test_cuda_graphs_option():
     with pytest.raises(ValueError, match="cuda_graphs must be one of"):
         beam_alsd_pp(model, frames, lengths, cuda_graphs="on")
     fusions = [Fusion(BigramScorer(HEADS["rnnt"].num_tokens, seed=0), 0.5)]
-    with pytest.raises(ValueError, match="does not take fusions"):
+    with pytest.raises(ValueError, match="takes only graph-safe fusions"):
         beam_alsd_pp(model, frames, lengths, cuda_graphs="step_graphs", fusions=fusions)
     fused = [beam_alsd_pp(model, frames, lengths, cuda_graphs=mode, fusions=fusions).nbest for mode in ("auto", "off")]
     assert_same_nbest(*fused)
@@ -236,6 +236,26 @@ def test_graph_host_loop_equals_eager_and_reuses_the_graphs(eager_replay):
             expected.stats.predictor_calls, expected.stats.joint_calls)
     # Frame buckets 64 (the first two batches) and 128.
     assert sorted(key[2] for key in graph_cache.GRAPHS[model]) == [64, 128]
+
+
+def test_graph_host_loop_with_an_ngram_lm_equals_eager(eager_replay, tmp_path):
+    from arpa_fixtures import random_arpa
+    from transdec.lm import NGramLM
+
+    model = eager_replay
+    path = tmp_path / "lm.arpa"
+    path.write_text(random_arpa(HEADS["tdt"].num_tokens, 3, seed=7, missing_tokens=1))
+    fusions = (Fusion(NGramLM.load(path, HEADS["tdt"].num_tokens, dtype=torch.float64), 0.6, token_bonus=0.1),)
+    options = AlsdPlusOptions(beam_size=4, nbest=3, max_symbols_per_frame=3, cuda_graphs="step_graphs")
+    for seed, lengths in enumerate([[24, 3, 0, 17], [1, 24, 24, 9]]):
+        frames, lengths_tensor = encoder_batch(lengths, seed=seed)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", CudaGraphFallbackWarning)
+            got = beam_graphs.decode_with_graphs(model, frames, lengths_tensor, options, fusions)
+        expected = beam_alsd_pp(model, frames, lengths_tensor, 3, beam_size=4, nbest=3, cuda_graphs="off",
+                                fusions=fusions)
+        assert_same_nbest(got.nbest, expected.nbest)
+    assert [key[7] for key in graph_cache.GRAPHS[model]] == [fusions]  # one graph set, keyed on the fusions
 
 
 def test_graphs_that_disagree_with_eager_decoding_fall_back(eager_replay, monkeypatch):

@@ -1,5 +1,6 @@
 """Beam searches and the n-gram LM on a GPU give what they give on the CPU (float64, so bit-close); ALSD++ under
-CUDA graphs gives what it gives eagerly."""
+CUDA graphs gives what it gives eagerly, and ALSD++ and label-looping keep doing so with the n-gram LM fused inside
+the graphs."""
 
 import warnings
 
@@ -8,15 +9,15 @@ import torch
 
 from arpa_fixtures import random_arpa
 from test_beam_alsd import same
-from test_greedy_exactness import HEADS, encoder_batch, model_for
-from transdec.decoding import DecodingConfig, Fusion, decode, graph_cache
+from test_greedy_exactness import HEADS, assert_same_hypotheses, encoder_batch, model_for
+from transdec.decoding import DecodingConfig, Fusion, decode, graph_cache, greedy_label_looping, greedy_reference
 from transdec.decoding.beam_aes_pp import beam_aes_pp
 from transdec.decoding.beam_alsd_pp import beam_alsd_pp
 from transdec.decoding.beam_graphs import NAME as ALSD_GRAPHS
 from transdec.decoding.conditional_graphs import conditional_graphs_unavailable
 from transdec.decoding.label_looping_graphs import CudaGraphFallbackWarning
 from transdec.decoding.beam_wind_batched import beam_wind_batched
-from transdec.lm import NGramLM
+from transdec.lm import NGramLM, ngram_kernels
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 
@@ -59,8 +60,20 @@ def test_ngram_scores_on_cuda_equal_cpu(tmp_path):
     states = torch.arange(lm.backoff.shape[0])
     tokens = torch.randint(0, 40, states.shape, generator=torch.Generator().manual_seed(0))
     gpu = lm.to("cuda")
-    torch.testing.assert_close(gpu.token_logprobs(states.cuda()).cpu(), lm.token_logprobs(states))
+    expected = lm.token_logprobs(states)
+    torch.testing.assert_close(gpu.token_logprobs(states.cuda()).cpu(), expected, rtol=1e-12, atol=0)
+    torch.testing.assert_close(ngram_kernels.token_logprobs_searched(gpu, states.cuda()).cpu(), expected,
+                               rtol=1e-12, atol=0)
+    if ngram_kernels.kernel_available(torch.device("cuda")):
+        torch.testing.assert_close(ngram_kernels.token_logprobs_kernel(gpu, states.cuda()).cpu(), expected,
+                                   rtol=1e-12, atol=0)
     assert torch.equal(gpu.advance(states.cuda(), tokens.cuda()).cpu(), lm.advance(states, tokens))
+
+
+def ngram_lm(kind: str, folder) -> NGramLM:
+    path = folder / "lm.arpa"
+    path.write_text(random_arpa(HEADS[kind].num_tokens, 3, seed=7, missing_tokens=1))
+    return NGramLM.load(path, HEADS[kind].num_tokens, dtype=torch.float64)
 
 
 def assert_same_nbest(got, expected):
@@ -127,7 +140,45 @@ def test_alsd_pp_graphs_equal_eager_and_cpu(kind, batch_size, beam_size, predict
         assert graph_sets[0] is first_graphs  # the second batch was a cache hit
 
 
-def test_alsd_pp_auto_uses_graphs_without_fusions_only(graph_failures_forgotten):
+@pytest.mark.parametrize("graph_mode", ["while_loops", "step_graphs"])
+@pytest.mark.parametrize("kind", list(HEADS))
+def test_alsd_pp_graphs_with_an_ngram_lm_equal_cpu(kind, graph_mode, tmp_path, graph_failures_forgotten):
+    needs_mode(graph_mode)
+    cpu_model = model_for(kind, "lstm", "label_heavy")
+    model = on_cuda(cpu_model)
+    lm = ngram_lm(kind, tmp_path)
+    on_cpu, on_gpu = ([Fusion(scorer, 0.5, token_bonus=0.1, blank_scoring=kind == "tdt")] for scorer in (lm, lm.to("cuda")))
+    for seed, lengths in enumerate(ALSD_BATCHES[3]):
+        frames, lengths_tensor = encoder_batch(lengths, seed=seed)
+        reference = beam_alsd_pp(cpu_model, frames, lengths_tensor, 3, beam_size=4, nbest=3, fusions=on_cpu)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", CudaGraphFallbackWarning)
+            got = beam_alsd_pp(model, frames.cuda(), lengths_tensor.cuda(), 3, beam_size=4, nbest=3,
+                               cuda_graphs=graph_mode, fusions=on_gpu)
+        assert_same_nbest(got.nbest, reference.nbest)
+    assert len(alsd_graph_sets(model)) == 1
+
+
+@pytest.mark.parametrize("graph_mode", ["while_loops", "step_graphs"])
+@pytest.mark.parametrize("kind", list(HEADS))
+def test_label_looping_graphs_with_an_ngram_lm_equal_the_reference(kind, graph_mode, tmp_path,
+                                                                   graph_failures_forgotten):
+    needs_mode(graph_mode)
+    cpu_model = model_for(kind, "lstm", "label_heavy")
+    model = on_cuda(cpu_model)
+    lm = ngram_lm(kind, tmp_path)
+    on_cpu, on_gpu = ([Fusion(scorer, 0.7, token_bonus=0.2)] for scorer in (lm, lm.to("cuda")))
+    frames, lengths = encoder_batch([0, 1, 24, 13, 7, 24], seed=2)
+    expected = greedy_reference(cpu_model, frames, lengths, 3, fusions=on_cpu).hypotheses()
+    for window in (1, 4):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", CudaGraphFallbackWarning)
+            got = greedy_label_looping(model, frames.cuda(), lengths.cuda(), 3, window_size=window,
+                                       cuda_graphs=graph_mode, fusions=on_gpu)
+        assert_same_hypotheses(got.hypotheses(), expected)
+
+
+def test_alsd_pp_auto_uses_graphs_with_graph_safe_fusions_only(graph_failures_forgotten):
     needs_mode("auto")
     cpu_model = model_for("tdt", "lstm", "label_heavy")
     model = on_cuda(cpu_model)

@@ -185,6 +185,72 @@ def test_minus_infinity_backoffs_score_as_kenlm_in_the_limit(order, tmp_path):
     assert torch.equal(lm.all_logprobs(states), NGramLM.load(again, VOCAB, dtype=torch.float64).all_logprobs(states))
 
 
+def fixed_shape_cases(tmp_path) -> list[tuple[str, NGramLM]]:
+    """LMs of every shape the fixed-shape scorers must resolve: orders 1 to 5, unseen tokens, -inf backoffs,
+    states with no arcs, and a state with arcs for every word (the longest binary search)."""
+    cases = []
+    for order in (2, 3, 4, 5):
+        text = random_arpa(VOCAB, order, seed=20 + order, ngrams_per_order=60)
+        for name, body in (("plain", text), ("-inf", with_backoffs(text, "-inf"))):
+            path = tmp_path / f"{name}{order}.arpa"
+            path.write_text(body)
+            cases.append((path.name, NGramLM.load(path, VOCAB, dtype=torch.float64)))
+    cases.append(("order 1", NGramLM.load(FIXTURES / "lmplz_order1.arpa", 256, dtype=torch.float64)))
+    dense = ["\\data\\", f"ngram 1={VOCAB + 3}", f"ngram 2={VOCAB + 1}", "", "\\1-grams:", "-99\t<s>\t-0.5",
+             "-1.0\t</s>", "-2.0\t<unk>\t0"]
+    dense += [f"-{1 + t / 10}\t{word(t)}\t-0.{t + 1}" for t in range(VOCAB)]
+    dense += ["", "\\2-grams:", "-0.7\t<s> </s>", *(f"-0.{t + 2}\t<s> {word(t)}" for t in range(VOCAB)), "", "\\end\\"]
+    path = tmp_path / "dense.arpa"
+    path.write_text("\n".join(dense) + "\n")
+    cases.append(("every word after <s>", NGramLM.load(path, VOCAB, dtype=torch.float64)))
+    return cases
+
+
+def test_searched_scores_equal_the_level_walk(tmp_path):
+    # The fixed-shape resolution that CUDA graphs capture gives, in float64, exactly what the CPU's walk gives.
+    from transdec.lm.ngram_kernels import token_logprobs_searched
+
+    for name, lm in fixed_shape_cases(tmp_path):
+        states = torch.arange(lm.backoff.shape[0]).repeat(2)
+        assert torch.equal(token_logprobs_searched(lm, states), lm.token_logprobs(states)), name
+
+
+LM_KERNEL_CHECK = """
+import sys, pathlib, torch
+from test_ngram_lm import fixed_shape_cases
+from transdec.lm import ngram_kernels
+assert ngram_kernels.kernel_available(torch.device("cpu"))
+folder = pathlib.Path(sys.argv[1])
+generator = torch.Generator().manual_seed(0)
+for case, (name, lm) in enumerate(fixed_shape_cases(folder)):
+    # The interpreter runs program by program: a sample of states, always with the one with the most arcs.
+    count = lm.backoff.shape[0]
+    states = torch.cat([torch.randint(0, count, (6,), generator=generator), lm.arc_count.argmax().view(1)])
+    for dtype, block in [(torch.float64, 8)] + ([(torch.float32, 256)] if case == 0 else []):
+        typed = lm.to("cpu", dtype)
+        got = ngram_kernels.token_logprobs_kernel(typed, states, block=block)
+        expected = typed.all_logprobs(states).gather(1, typed.token_column.expand(len(states), -1))
+        assert torch.equal(got, expected), (name, dtype, block)
+print("ok")
+"""
+
+
+def test_scoring_kernel_equals_the_level_walk(tmp_path):
+    """The Triton kernel of the GPU path, through Triton's interpreter (set before Triton's first import, hence a
+    child process)."""
+    pytest.importorskip("triton")
+    import os
+    import subprocess
+    import sys
+
+    tests = os.path.dirname(__file__)
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": os.pathsep.join([tests, os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-c", LM_KERNEL_CHECK, str(tmp_path)], cwd=tests, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "ok"
+
+
 def test_positive_infinity_and_nan_are_still_errors(tmp_path):
     text = random_arpa(VOCAB, 3, seed=3)
     for value in ("inf", "nan"):

@@ -155,8 +155,31 @@ def _path_logprob(model, frames, hyp, max_symbols_per_frame):
     return total
 
 
-def test_cuda_graph_modes_refuse_fusions():
+def test_cuda_graph_modes_refuse_fusions_that_are_not_graph_safe():
     model = model_for("rnnt", "lstm", "label_heavy")
     frames, lengths = encoder_batch([5], seed=0)
-    with pytest.raises(ValueError, match="does not take fusions"):
+    with pytest.raises(ValueError, match="takes only graph-safe fusions"):
         greedy_label_looping(model, frames, lengths, cuda_graphs="while_loops", fusions=fusions_for("rnnt", False))
+
+
+@pytest.mark.parametrize("kind", list(HEADS))
+def test_in_place_label_looping_with_an_ngram_lm_equals_the_reference(kind, tmp_path):
+    """The steps CUDA graphs capture carry the LM's state (the n-gram LM is graph-safe), in both replay orders."""
+    from arpa_fixtures import random_arpa
+    from transdec.decoding.greedy_label_looping import LabelLoopingSearch
+    from transdec.decoding.label_looping_graphs import run_step_pieces, step_pieces
+    from transdec.decoding.scoring import Scoring
+    from transdec.lm import NGramLM
+
+    path = tmp_path / "lm.arpa"
+    path.write_text(random_arpa(HEADS[kind].num_tokens, 3, seed=5, missing_tokens=1))
+    lm = NGramLM.load(path, HEADS[kind].num_tokens, dtype=torch.float64)
+    fusions = [Fusion(lm, 0.7, token_bonus=0.2, blank_scoring=kind == "tdt")]
+    assert Scoring(HEADS[kind], fusions).graph_safe
+    model = model_for(kind, "lstm", "label_heavy")
+    frames, lengths = encoder_batch([0, 1, 24, 13, 7, 24], seed=2)
+    expected = greedy_reference(model, frames, lengths, 3, fusions=fusions).hypotheses()
+    for window, replay in ((1, "loops"), (4, "step_graphs")):
+        search = LabelLoopingSearch(model, frames, lengths, 3, window, in_place=True, scoring=Scoring(model.head, fusions))
+        search.run() if replay == "loops" else run_step_pieces(search, *step_pieces(search))
+        assert_same_hypotheses(search.result().hypotheses(), expected)

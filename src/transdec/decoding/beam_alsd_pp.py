@@ -78,18 +78,19 @@ def beam_alsd_pp(
     ``cuda_graphs`` (CUDA only; see :mod:`transdec.decoding.beam_graphs`): ``"while_loops"`` runs the whole
     search as one CUDA graph with a device-side loop, ``"step_graphs"`` replays each search step as a graph from a
     host loop, ``"off"`` runs the steps eagerly, ``"auto"`` takes the fastest that works here (a mode that cannot
-    be used warns once). Graphs need a ``max_symbols_per_frame`` and take no ``fusions``: with fusions ``"auto"``
-    means ``"off"`` and a graph mode is a ValueError."""
+    be used warns once). Graphs need a ``max_symbols_per_frame``; they take ``fusions`` whose scorers are
+    ``graph_safe`` (the n-gram LM): with any other ``"auto"`` means ``"off"`` and a graph mode is a ValueError."""
     lengths = checked_lengths(encoder_out, lengths)
     options = AlsdPlusOptions(max_symbols_per_frame=max_symbols_per_frame, beam_size=beam_size, nbest=nbest,
                               merge=merge, length_norm=length_norm, pruning=pruning, cuda_graphs=cuda_graphs)
     scoring = Scoring(model.head, fusions)
-    if not scoring.acoustic_only and cuda_graphs not in ("auto", "off"):
-        raise ValueError(f"cuda_graphs={cuda_graphs!r} does not take fusions; use 'auto' or 'off'")
-    if encoder_out.device.type == "cuda" and cuda_graphs != "off" and scoring.acoustic_only:
+    if not scoring.graph_safe and cuda_graphs not in ("auto", "off"):
+        raise ValueError(f"cuda_graphs={cuda_graphs!r} takes only graph-safe fusions (such as the n-gram LM); "
+                         "use 'auto' or 'off'")
+    if encoder_out.device.type == "cuda" and cuda_graphs != "off" and scoring.graph_safe:
         from transdec.decoding.beam_graphs import decode_with_graphs
 
-        result = decode_with_graphs(model, encoder_out, lengths, options)
+        result = decode_with_graphs(model, encoder_out, lengths, options, scoring.fusions)
         if result is not None:
             return result
     search = AlsdSearch(model, encoder_out, lengths, options, scoring)

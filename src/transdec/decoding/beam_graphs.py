@@ -14,7 +14,8 @@ its ``step`` are captured as CUDA graphs, run in one of two modes:
     step. Needs only PyTorch.
 
 ``"auto"`` tries them in that order. Graphs are made per batch size, frame bucket (``T`` rounded up to a power
-of two, at least 64), beam, dtype, options and predictor/joint weights, and kept with the model
+of two, at least 64), beam, dtype, options, fusions (graph-safe ones: the n-gram LM's scoring kernel runs inside
+the step) and predictor/joint weights, and kept with the model
 (:mod:`transdec.decoding.graph_cache`, shared with greedy decoding's graphs). Before a captured set is trusted it
 decodes a small seeded batch, which must give the n-best (tokens, timestamps, durations) that eager decoding
 gives; a mode whose capture or check fails is skipped with one
@@ -25,6 +26,7 @@ none is left: a decode never fails because of graphs.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
@@ -36,7 +38,7 @@ from transdec.decoding.graph_cache import (FAILED_MODES, GraphedSearch, cached, 
                                            frame_bucket, mode_unavailable, no_garbage_collection, warn_fallback,
                                            weights_version)
 from transdec.decoding.results import DecodingResult, Hypothesis
-from transdec.decoding.scoring import Scoring
+from transdec.decoding.scoring import Fusion, Scoring
 from transdec.protocol import DecodingModel
 
 #: The first entry of this decoder's keys in the shared graph cache and in FAILED_MODES.
@@ -46,14 +48,15 @@ SAMPLE_FRAMES = 32
 
 
 class GraphedAlsd(GraphedSearch):
-    """ALSD++ for one batch size, frame capacity, dtype and option set, captured as a start and a step graph and
-    run in ``mode`` (see the module docstring)."""
+    """ALSD++ for one batch size, frame capacity, dtype, option set and fusions, captured as a start and a step
+    graph and run in ``mode`` (see the module docstring)."""
 
     def __init__(self, model: DecodingModel, batch_size: int, max_time: int, encoder_dim: int, dtype: torch.dtype,
-                 device: torch.device, options: AlsdPlusOptions, mode: str = "step_graphs") -> None:
+                 device: torch.device, options: AlsdPlusOptions, mode: str = "step_graphs",
+                 fusions: Sequence[Fusion] = ()) -> None:
         self.encoder_out = torch.zeros(batch_size, max_time, encoder_dim, dtype=dtype, device=device)
         self.lengths = torch.zeros(batch_size, dtype=torch.long, device=device)
-        scoring = Scoring(model.head)
+        scoring = Scoring(model.head, fusions)
         self.search = AlsdSearch(model, self.encoder_out, self.lengths, options, scoring, in_place=True)
         # A small seeded batch with real decisions in it: decoded by the plain eager search it is what the graphs
         # must agree with; decoded by the in-place steps it warms every kernel up before capture, as PyTorch
@@ -103,10 +106,11 @@ def _decisions(nbest: list[list[Hypothesis]]) -> list[list[tuple[list[int], list
 
 @torch.inference_mode()
 def decode_with_graphs(model: DecodingModel, encoder_out: torch.Tensor, lengths: torch.Tensor,
-                       options: AlsdPlusOptions) -> DecodingResult | None:
+                       options: AlsdPlusOptions, fusions: Sequence[Fusion] = ()) -> DecodingResult | None:
     """Decode with captured ALSD++ steps in ``options.cuda_graphs`` (or the fastest mode that works, for
     ``"auto"``); None means "decode eagerly": no mode could be used here (each warned why) or the batch is empty.
-    Only for searches without fusions."""
+    ``fusions`` must be graph-safe (:mod:`transdec.decoding.scoring`); the graphs keep them (and their
+    scorers) alive with the model's other graphs."""
     batch_size, max_time, encoder_dim = encoder_out.shape
     if batch_size == 0 or max_time == 0:
         return None
@@ -121,11 +125,12 @@ def decode_with_graphs(model: DecodingModel, encoder_out: torch.Tensor, lengths:
         if reason is None:
             # The thread count does not change what is captured; the mode is in the key.
             graph_options = dataclasses.replace(options, cuda_graphs=mode, cpu_threads=None)
-            key = (NAME, batch_size, frames, encoder_dim, encoder_out.dtype, device, graph_options,
+            key = (NAME, batch_size, frames, encoder_dim, encoder_out.dtype, device, graph_options, tuple(fusions),
                    weights_version(model))
             try:
                 graphed = cached(model, key, lambda: GraphedAlsd(model, batch_size, frames, encoder_dim,
-                                                                 encoder_out.dtype, device, graph_options, mode))
+                                                                 encoder_out.dtype, device, graph_options, mode,
+                                                                 fusions))
                 return graphed.decode(encoder_out, lengths)
             except Exception as error:  # capture, replay or self-check refused: any such failure means "fall back"
                 reason = failure_reason(error)

@@ -93,7 +93,8 @@ def greedy_label_looping(
     ``compute_dtype`` (e.g. ``torch.bfloat16``) runs the predictor and joint in that dtype; scores stay in
     ``encoder_out``'s (see :mod:`transdec.decoding.compute_dtype`).
 
-    ``fusions`` (:mod:`transdec.decoding.scoring`) are scored eagerly: with them ``"auto"`` means ``"off"``.
+    ``fusions`` (:mod:`transdec.decoding.scoring`) go into the graphs when their scorers are graph-safe (the
+    n-gram LM); with any other, ``"auto"`` means ``"off"`` and a graph mode is a ValueError.
     """
     lengths = checked_lengths(encoder_out, lengths)
     check_max_symbols(max_symbols_per_frame)
@@ -105,13 +106,14 @@ def greedy_label_looping(
     if compute_dtype is not None:
         model = in_compute_dtype(model, compute_dtype)
     scoring = Scoring(model.head, fusions)
-    if not scoring.acoustic_only and cuda_graphs not in ("auto", "off"):
-        raise ValueError(f"cuda_graphs={cuda_graphs!r} does not take fusions; use 'auto' or 'off'")
-    if encoder_out.device.type == "cuda" and cuda_graphs != "off" and scoring.acoustic_only:
+    if not scoring.graph_safe and cuda_graphs not in ("auto", "off"):
+        raise ValueError(f"cuda_graphs={cuda_graphs!r} takes only graph-safe fusions (such as the n-gram LM); "
+                         "use 'auto' or 'off'")
+    if encoder_out.device.type == "cuda" and cuda_graphs != "off" and scoring.graph_safe:
         from transdec.decoding.label_looping_graphs import decode_with_graphs
 
         result = decode_with_graphs(model, encoder_out, lengths, max_symbols_per_frame, window_size, cuda_graphs,
-                                    compute_dtype)
+                                    compute_dtype, scoring.fusions)
         if result is not None:
             return result
     search = LabelLoopingSearch(model, encoder_out, lengths, max_symbols_per_frame, window_size,

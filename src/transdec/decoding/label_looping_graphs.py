@@ -25,6 +25,7 @@ per model, as long as the model lives, and made again when its predictor or join
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Callable
 
 import torch
@@ -41,6 +42,7 @@ from transdec.decoding.graph_cache import warn_fallback as _warn
 from transdec.decoding.graph_cache import weights_version as _weights_version
 from transdec.decoding.greedy_label_looping import LabelLoopingSearch
 from transdec.decoding.results import DecodingResult
+from transdec.decoding.scoring import Fusion, Scoring
 from transdec.protocol import DecodingModel
 
 
@@ -60,14 +62,16 @@ class GraphedLabelLooping(GraphedSearch):
         mode: str,
         fused: bool,
         compute_dtype: torch.dtype | None,
+        fusions: Sequence[Fusion] = (),
     ) -> None:
         self.mode = mode
         self.device = device
         self.encoder_out = torch.zeros(batch_size, max_time, encoder_dim, dtype=dtype, device=device)
         self.lengths = torch.zeros(batch_size, dtype=torch.long, device=device)
+        scoring = Scoring(model.head, fusions)
         self.search = LabelLoopingSearch(
             model, self.encoder_out, self.lengths, max_symbols_per_frame, window_size, in_place=True, fused=fused,
-            compute_dtype=compute_dtype,
+            compute_dtype=compute_dtype, scoring=scoring,
         )
         # A small seeded batch with real decisions in it: decoded by the plain eager loop it is what the graphs
         # must agree with; decoded by the steps it warms up every kernel before capture (as PyTorch requires)
@@ -76,7 +80,7 @@ class GraphedLabelLooping(GraphedSearch):
         sample = torch.randn(batch_size, max_time, encoder_dim, generator=generator).to(device, dtype)
         sample_lengths = torch.randint(0, min(max_time, 32) + 1, (batch_size,), generator=generator).to(device)
         plain = LabelLoopingSearch(model, sample, sample_lengths, max_symbols_per_frame, window_size,
-                                   compute_dtype=compute_dtype)
+                                   compute_dtype=compute_dtype, scoring=scoring)
         plain.run()
         expected = _decisions(plain.result())
         stream = torch.cuda.Stream(device)
@@ -150,12 +154,14 @@ def decode_with_graphs(
     window_size: int,
     mode: str,
     compute_dtype: torch.dtype | None = None,
+    fusions: Sequence[Fusion] = (),
 ) -> DecodingResult | None:
     """Decode with CUDA graphs in ``mode`` (or the fastest that works, for ``"auto"``); None means "decode
     eagerly": the modes could not be used (each one warned why) or the batch is empty.
 
     Each mode is tried with the fused kernels of :mod:`transdec.decoding.greedy_kernels` where Triton is
-    available, then without them.
+    available and there are no ``fusions``, then without them. ``fusions`` must be graph-safe
+    (:mod:`transdec.decoding.scoring`); the graphs keep them alive with the model's other graphs.
     """
     batch_size, max_time, encoder_dim = encoder_out.shape
     if batch_size == 0 or max_time == 0:
@@ -165,7 +171,7 @@ def decode_with_graphs(
         return None
     device = encoder_out.device
     frames = frame_bucket(max_time)
-    fused_options = (True, False) if greedy_kernels.kernels_available(device) else (False,)
+    fused_options = (True, False) if greedy_kernels.kernels_available(device) and not fusions else (False,)
     for candidate in ("while_loops", "step_graphs") if mode == "auto" else (mode,):
         reason = _mode_unavailable(candidate, device)
         if reason is not None:
@@ -176,11 +182,11 @@ def decode_with_graphs(
             reason = _FAILED_MODES.get(variant)
             if reason is None:
                 key = (candidate, fused, batch_size, frames, encoder_dim, encoder_out.dtype, compute_dtype, device,
-                       max_symbols_per_frame, window_size, _weights_version(model))
+                       max_symbols_per_frame, window_size, tuple(fusions), _weights_version(model))
                 try:
                     graphed = _cached(model, key, lambda: GraphedLabelLooping(
                         model, batch_size, frames, encoder_dim, encoder_out.dtype, device, max_symbols_per_frame,
-                        window_size, candidate, fused, compute_dtype))
+                        window_size, candidate, fused, compute_dtype, fusions))
                     return graphed.decode(encoder_out, lengths)
                 except Exception as error:  # capture or graph building refused: any such failure means "fall back"
                     reason = failure_reason(error)

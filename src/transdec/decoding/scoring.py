@@ -12,6 +12,10 @@ for the token scores once per label (the state only changes when a token is emit
 output), pass it with every joint call, and :meth:`Scoring.advance` the state of the hypotheses that
 emitted a token. Nothing in the search code knows what the external model is.
 
+A scorer whose class sets ``graph_safe = True`` promises that on CUDA tensors its methods only launch kernels of
+fixed shapes and read nothing back to the host; label-looping and ALSD++ then capture it in their CUDA graphs
+(:class:`~transdec.lm.NGramLM` does). Other scorers are run eagerly, and a graph mode asked for with them is an error.
+
 Fusion rules, with ``p`` the Transducer's label distribution, ``p_LM`` the scorer's over tokens and ``λ``
 the weight (beam-search paper, Sec. 2.3):
 
@@ -110,6 +114,11 @@ class Scoring:
     def acoustic_only(self) -> bool:
         """True without fusion: scores are the Transducer's log-probs, which fused kernels can compute alone."""
         return not self.fusions
+
+    @property
+    def graph_safe(self) -> bool:
+        """True when every fused scorer may be captured in a CUDA graph (see the module docstring)."""
+        return all(getattr(f.scorer, "graph_safe", False) for f in self.fusions)
 
     def initial_state(self, batch_size: int, device: torch.device) -> tuple[ScorerState, ...]:
         return tuple(f.scorer.initial_state(batch_size, device) for f in self.fusions)

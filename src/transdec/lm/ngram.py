@@ -9,7 +9,9 @@ sorted by (state, word), so that ``state * W + word`` keys can be found by binar
 ``p(w | h)`` is the arc's probability if state ``h`` has an arc for ``w``, else ``backoff(h) + p(w | h')`` with
 ``h'`` the backoff state, as KenLM computes it. :meth:`NGramLM.token_logprobs` resolves that for every token
 of ``N`` states in at most ``N-1`` batched steps (one gather-scatter of the arcs of all states at one level) and
-a dense unigram row at the root, so a whole beam is scored in a few tensor operations on any device.
+a dense unigram row at the root, so a whole beam is scored in a few tensor operations on any device. On a GPU the
+same rule runs as one kernel per call with fixed shapes (:mod:`transdec.lm.ngram_kernels`), so that decoders can
+capture the LM in CUDA graphs (``graph_safe``).
 
 Two shapes lmplz writes that the kenlm module refuses to load are read as kenlm's rules define them: an order-1 LM
 (the root is its only state: every token scores its unigram, as in the order-2 model with no bigrams), and a backoff
@@ -28,6 +30,7 @@ from pathlib import Path
 
 import torch
 
+from transdec.lm import ngram_kernels
 from transdec.lm.arpa import Arpa, ArpaError, read_arpa
 
 #: NeMo's token-level LM convention: token id ``i`` is written as the character ``chr(i + TOKEN_OFFSET)``.
@@ -45,6 +48,10 @@ class NGramLM:
     """An ARPA n-gram LM as tensors (see the module docstring); ``V`` tokens, word columns ``W = V + 2``
     (the tokens, then ``</s>``, then ``<unk>``)."""
 
+    #: On CUDA every method launches kernels of fixed shapes and reads nothing back, so decoders may capture it in
+    #: CUDA graphs (see :class:`~transdec.decoding.scoring.TokenScorer`).
+    graph_safe = True
+
     def __init__(self, order: int, vocab_size: int, bos_state: int, tensors: dict[str, torch.Tensor]) -> None:
         self.order, self.vocab_size, self.bos_state = order, vocab_size, bos_state
         for name in _TENSORS:
@@ -55,6 +62,7 @@ class NGramLM:
         self.num_dense = 1 + int((self.backoff_to[1:] == 0).sum()) if order > 1 else 1
         self.dense = torch.empty(0, self.width, dtype=self.root_logprobs.dtype, device=self.root_logprobs.device)
         self.dense = self._sparse_logprobs(torch.arange(self.num_dense, device=self.root_logprobs.device))
+        self.search_steps = ngram_kernels.search_steps(self)
 
     @property
     def width(self) -> int:
@@ -194,6 +202,10 @@ class NGramLM:
 
     def token_logprobs(self, state: torch.Tensor) -> torch.Tensor:
         """``[N, V]``: ln p(token | state) of every token (tokens the LM never saw score as ``<unk>``)."""
+        if ngram_kernels.kernel_available(state.device):
+            return ngram_kernels.token_logprobs_kernel(self, state)
+        if state.is_cuda:
+            return ngram_kernels.token_logprobs_searched(self, state)
         return self.all_logprobs(state).gather(1, self.token_column.expand(state.shape[0], -1))
 
     def end_logprobs(self, state: torch.Tensor) -> torch.Tensor:

@@ -4,13 +4,13 @@ Three commands, on the random-weight parakeet-shaped models that ``recipes/nemo_
 (``DIR/NAME.nemo`` and NeMo's outputs on one clip, ``DIR/NAME.outputs.pt``)::
 
     # in transdec's virtualenv (no NeMo): load time, peak memory, encoder output and tokens against NeMo's
-    .venv/bin/python bench/nemo.py check DIR
+    .venv/bin/python bench/nemo_checkpoints.py check DIR
 
     # encoder time and peak memory on one long recording, full or sliding-window attention (one process each)
-    .venv/bin/python bench/nemo.py long DIR/NAME.nemo --seconds 600 [--local-attention 128,128]
+    .venv/bin/python bench/nemo_checkpoints.py long DIR/NAME.nemo --seconds 600 [--local-attention 128,128]
 
     # in NeMo's virtualenv (transdec from src/): NeMo and transdec on the same weights and inputs, CPU, one thread
-    OMP_NUM_THREADS=1 /work/nemo-venv/bin/python bench/nemo.py speed DIR/NAME.nemo
+    OMP_NUM_THREADS=1 /work/nemo-venv/bin/python bench/nemo_checkpoints.py speed DIR/NAME.nemo
 
 ``speed`` times, in one run: the front end and encoder (NeMo's ``preprocessor`` + ``encoder`` against transdec's
 ``encode``) and the greedy decoder (NeMo's batched label-looping ``greedy_batch`` against transdec's
