@@ -3,21 +3,23 @@ n-gram LM; and the LM's scoring of every token for a batch of states beside one 
 
     python bench/gpu_beam.py --output beam.md
 
-The system is parakeet-tdt-0.6b-shaped: NeMo's mel front end (128 bins) and a FastConformer encoder (24 layers,
-d_model 1024, 8x depthwise-striding subsampling), random weights, run under bf16 autocast (``--encoder-dtype``),
-and the parakeet-sized decoder of ``bench/greedy.py`` (LSTM 2x640, joint 640, 1024 tokens) with its blank logits
-shifted until greedy decoding emits about 0.4 tokens per frame on this encoder's output. The audio is
-``--utterances`` random speech-like signals of 5-20 s. The LM is a synthetic 4-gram over the 1024 tokens
-(``bench/ngram_lm.py``'s, about ``--lm-ngrams`` n-grams), fused with weight ``--lm-weight``.
+The decoder is the parakeet-sized random one of ``bench/greedy.py`` (LSTM 2x640, joint 640, 1024 tokens, blank
+logits shifted until greedy decoding emits about 0.4 tokens per frame) on random encoder frames. The whole system
+adds parakeet-tdt-0.6b's front end and encoder shapes: NeMo's mel front end (128 bins) and a FastConformer (24
+layers, d_model 1024, 8x depthwise-striding subsampling) with random weights under bf16 autocast
+(``--encoder-dtype``), run on ``--utterances`` random speech-like signals of 5-20 s; the decoder then reads random
+frames of the encoder output's shape (a random-weight encoder's frames make nearly every decision of a random
+decoder a near-tie). The LM is a synthetic 4-gram over the 1024 tokens (``bench/ngram_lm.py``'s, about
+``--lm-ngrams`` n-grams), fused with weight ``--lm-weight``.
 
-For each head and batch size, in one process, each row run once untimed (graph capture) and then ``--repeats``
-times in turn, the median reported:
+For each batch size and head, in one process, each row runs once alone (graph capture; a failing row is named and
+dropped), then ``--repeats`` times in turn, the median reported:
 
-* decoder only, on encoder outputs computed once: transdec greedy label-looping (CUDA graphs), greedy with the LM,
-  ALSD++ (``beam_alsd_pp``, ``--beam-size``, ``merge="logsumexp"`` as NeMo merges) with ``cuda_graphs`` off /
-  step_graphs / while_loops, ALSD++ with the LM; NeMo 3.0.0's label-looping greedy and ``malsd_batch`` beam search with CUDA graphs, without and with its
-  NGPU-LM on the same ARPA file, on the same weights (``bench/nemo_greedy.py``), when NeMo imports;
-* whole system (features + encoder + decoder from the waveforms): greedy, ALSD++, ALSD++ with the LM.
+* decoder only: transdec greedy label-looping (CUDA graphs), greedy with the LM, ALSD++ (``beam_alsd_pp``,
+  ``--beam-size``, ``merge="logsumexp"`` as NeMo merges) with ``cuda_graphs`` off / step_graphs / while_loops,
+  ALSD++ with the LM; NeMo 3.0.0's label-looping greedy and ``malsd_batch`` beam search with CUDA graphs, without
+  and with its NGPU-LM on the same ARPA file, on the same weights (``bench/nemo_greedy.py``), when NeMo imports;
+* whole system (features + encoder + decoder): greedy, ALSD++, ALSD++ with the LM.
 
 The LM table times, for ``--lm-states`` random states x 1024 tokens: transdec's level walk (its CPU path), the
 fixed-shape ``searchsorted`` resolution and the Triton kernel (``transdec.lm.ngram_kernels``), NeMo's NGPU-LM
@@ -41,7 +43,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import greedy as greedy_bench  # noqa: E402  (the parakeet-sized random decoder)
 import ngram_lm as lm_bench  # noqa: E402  (the synthetic ARPA files)
-from gpu import describe, load_nemo, median_times  # noqa: E402
+from gpu import describe, load_nemo  # noqa: E402
 
 from transdec.adapters.nemo_encoder import NemoConformerEncoder, NemoEncoderConfig  # noqa: E402
 from transdec.adapters.nemo_features import NemoMelConfig, NemoMelFrontEnd  # noqa: E402
@@ -119,15 +121,6 @@ def encoder_runner(mel, encoder, dtype: torch.dtype):
     return encode
 
 
-def random_frames_instead(encoder, mel, device):
-    """An ``encode`` that gives random frames of the encoder's output lengths (bench/greedy.py's)."""
-    def encode(waves: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        frames = encoder.output_lengths(mel.num_frames(lengths)).tolist()
-        return tuple(t.to(device) for t in greedy_bench.make_batches(frames, len(frames), 0)[0])
-
-    return encode
-
-
 def calibrated_decoder(head, probe: list[tuple[torch.Tensor, torch.Tensor]], target: float, seed: int, device):
     """The parakeet-sized random decoder whose greedy token rate on ``probe`` encoder outputs is closest to
     ``target`` tokens per frame."""
@@ -143,15 +136,28 @@ def calibrated_decoder(head, probe: list[tuple[torch.Tensor, torch.Tensor]], tar
 
 # ------------------------------------------------------------------------------------------------ runners
 
-def transdec_runner(model, batches, config: DecodingConfig, encode=None):
-    """Decodes every batch (encoding it first when ``encode`` is given); the best tokens of the last pass land
-    in ``outputs``."""
+def transdec_runner(model, batches, config: DecodingConfig):
+    """Decodes every batch; the best tokens of the last pass land in ``outputs``."""
     outputs: list[list[int]] = []
 
     def run() -> None:
         outputs.clear()
-        for inputs, lengths in batches:
-            frames, frame_lengths = encode(inputs, lengths) if encode else (inputs, lengths)
+        for frames, lengths in batches:
+            outputs.extend(h.tokens for h in decode(model, frames, lengths, config).hypotheses())
+
+    return run, outputs
+
+
+def system_runner(model, waves_in, batches, config: DecodingConfig, encode):
+    """Features and encoder on each batch of waveforms, then the decoder on ``batches``' random frames of the
+    encoder's output shape: a random-weight encoder's frames make nearly every decision of a random decoder a
+    near-tie, so the decisions come from the calibrated random frames, and the encoder contributes its time."""
+    outputs: list[list[int]] = []
+
+    def run() -> None:
+        outputs.clear()
+        for (inputs, lengths), (frames, frame_lengths) in zip(waves_in, batches, strict=True):
+            encoded, _ = encode(inputs, lengths)
             outputs.extend(h.tokens for h in decode(model, frames, frame_lengths, config).hypotheses())
 
     return run, outputs
@@ -247,6 +253,29 @@ def lm_rows(lm: NGramLM, nemo_lm, model, states_count: int, seed: int) -> list[s
 
 # ------------------------------------------------------------------------------------------------------ main
 
+def timed_rows(runners: dict, repeats: int) -> dict[str, float]:
+    """Median seconds of each runner: each warmed up alone first (synchronised, so that a failing row is named
+    and dropped), then all timed in turn ``repeats`` times."""
+    sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
+    working = {}
+    for name, run in runners.items():
+        try:
+            run()
+            sync()
+            working[name] = run
+        except Exception as error:
+            print(f"# {name} failed: {type(error).__name__}: {str(error)[:300]}", flush=True)
+    samples: dict[str, list[float]] = {name: [] for name in working}
+    for _ in range(repeats):
+        for name, run in working.items():
+            sync()
+            start = time.perf_counter()
+            run()
+            sync()
+            samples[name].append(time.perf_counter() - start)
+    return {name: sorted(values)[len(values) // 2] for name, values in samples.items()}
+
+
 def main() -> None:
     args = parse_args()
     device = torch.device(args.device)
@@ -263,32 +292,30 @@ def main() -> None:
     nemo_lm = nemo.nemo_ngram_lm(str(arpa), 1024, device) if nemo is not None else None
     print(f"# LM: {count:,} n-grams (order 4), made and loaded in {time.perf_counter() - start:.1f} s", flush=True)
 
-    mel, encoder = front_end_and_encoder(args.encoder_layers, device)
-    encode = encoder_runner(mel, encoder, encoder_dtype)
     waves = speech_like_audio(args.utterances, args.seed)
     seconds_of_audio = sum(len(w) for w in waves) / SAMPLE_RATE
-    try:
-        encode(*audio_batches(waves[:2], 2, device)[0])
-    except Exception as error:  # keep the decoder tables: random frames of the same lengths instead
-        print(f"# the encoder failed ({type(error).__name__}: {error}); decoders on random frames, no system rows",
-              flush=True)
-        skip.add("system")
-        encode = random_frames_instead(encoder, mel, device)
+    mel, encoder = front_end_and_encoder(args.encoder_layers, device)
+    encode = encoder_runner(mel, encoder, encoder_dtype)
+    sample_lengths = torch.tensor([len(w) for w in waves])
+    frame_lengths = encoder.output_lengths(mel.num_frames(sample_lengths)).tolist()
+    models = {}
+    for kind in args.heads.split(","):
+        probe = [(f.to(device), n.to(device)) for f, n in greedy_bench.make_batches(frame_lengths[:8], 8, args.seed + 1)]
+        models[kind] = calibrated_decoder(greedy_bench.HEADS[kind], probe, 0.4, args.seed, device)
+    lm_table = []
+    if "lm" not in skip and device.type == "cuda":
+        lm_table = lm_rows(lm, nemo_lm, next(iter(models.values())), args.lm_states, args.seed)
+
     lines.append(f"\n{args.utterances} utterances, {seconds_of_audio:.0f} s of audio; beam {args.beam_size}; "
                  f"LM {count:,} 4-grams, weight {args.lm_weight}; median of {args.repeats}.")
     header = ("| head | B | row | RTFx | time / greedy (same part) | tokens/frame | same best tokens as NeMo "
               "malsd (with LM: as NeMo malsd + LM) |")
     table = [header, "|---|---|---|---|---|---|---|"]
-    lm_table: list[str] = []
-    for kind in args.heads.split(","):
-        head = greedy_bench.HEADS[kind]
-        probe = [encode(*b) for b in audio_batches(waves[:8], 8, device)]
-        model = calibrated_decoder(head, probe, 0.4, args.seed, device)
-        fusion = [Fusion(lm, args.lm_weight)]
-        for batch_size in (int(b) for b in args.batch_sizes.split(",")):
-            waves_in = audio_batches(waves, batch_size, device)
-            encoded = [encode(*b) for b in waves_in]
-            frames = sum(int(n.sum()) for _, n in encoded)
+    fusion = [Fusion(lm, args.lm_weight)]
+    for batch_size in (int(b) for b in args.batch_sizes.split(",")):
+        waves_in = audio_batches(waves, batch_size, device)
+        batches = [(f.to(device), n.to(device)) for f, n in greedy_bench.make_batches(frame_lengths, batch_size, args.seed)]
+        for kind, model in models.items():
             runners, outputs = {}, {}
 
             def add(name, pair):
@@ -296,45 +323,38 @@ def main() -> None:
 
             beam = dict(beam_size=args.beam_size, merge="logsumexp")  # NeMo's malsd recombines by log-sum-exp
             if "decoders" not in skip:
-                add("greedy", transdec_runner(model, encoded, DecodingConfig()))
-                add("greedy + LM", transdec_runner(model, encoded, DecodingConfig(fusions=fusion)))
+                add("greedy", transdec_runner(model, batches, DecodingConfig()))
+                add("greedy + LM", transdec_runner(model, batches, DecodingConfig(fusions=fusion)))
                 for mode in ("off", "step_graphs", "while_loops"):
-                    add(f"ALSD++ {mode}", transdec_runner(model, encoded, DecodingConfig(
+                    add(f"ALSD++ {mode}", transdec_runner(model, batches, DecodingConfig(
                         "beam_alsd_pp", cuda_graphs=mode, **beam)))
-                add("ALSD++ + LM", transdec_runner(model, encoded, DecodingConfig("beam_alsd_pp", fusions=fusion, **beam)))
+                add("ALSD++ + LM", transdec_runner(model, batches, DecodingConfig("beam_alsd_pp", fusions=fusion, **beam)))
                 if nemo is not None:
                     greedy = nemo.nemo_greedy(model, device, cuda_graphs=True)
                     add("NeMo greedy", nemo_runner(lambda f, n, g=greedy: nemo.batched_tokens(
-                        nemo.nemo_decode_batched(g, f, n), f.shape[0]), encoded))
+                        nemo.nemo_decode_batched(g, f, n), f.shape[0]), batches))
                     for name, with_lm in (("NeMo malsd", False), ("NeMo malsd + LM", True)):
                         searcher = nemo.nemo_beam(model, device, beam_size=args.beam_size, cuda_graphs=True,
                                                   lm=nemo_lm if with_lm else None, lm_weight=args.lm_weight)
-                        add(name, nemo_runner(lambda f, n, s=searcher: nemo.nemo_beam_best(s, f, n), encoded))
+                        add(name, nemo_runner(lambda f, n, s=searcher: nemo.nemo_beam_best(s, f, n), batches))
             if "system" not in skip:
-                add("system: greedy", transdec_runner(model, waves_in, DecodingConfig(), encode))
-                add("system: ALSD++", transdec_runner(model, waves_in, DecodingConfig("beam_alsd_pp", **beam), encode))
-                add("system: ALSD++ + LM", transdec_runner(
-                    model, waves_in, DecodingConfig("beam_alsd_pp", fusions=fusion, **beam), encode))
+                add("system: greedy", system_runner(model, waves_in, batches, DecodingConfig(), encode))
+                add("system: ALSD++", system_runner(model, waves_in, batches, DecodingConfig("beam_alsd_pp", **beam),
+                                                    encode))
+                add("system: ALSD++ + LM", system_runner(
+                    model, waves_in, batches, DecodingConfig("beam_alsd_pp", fusions=fusion, **beam), encode))
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
-                try:
-                    times = median_times(runners, args.repeats)
-                except Exception as error:  # one failing row must not cost the others: time them one by one
-                    print(f"# timing all rows failed ({type(error).__name__}: {error}); one by one", flush=True)
-                    times = {}
-                    for name, run in runners.items():
-                        try:
-                            times |= median_times({name: run}, args.repeats)
-                        except Exception as row_error:
-                            print(f"# {name} failed: {type(row_error).__name__}: {row_error}", flush=True)
+                times = timed_rows(runners, args.repeats)
             for message in sorted({str(w.message)[:300] for w in caught}):
                 print(f"# warning: {message}", flush=True)
+            frames = sum(int(n.sum()) for _, n in batches)
             for name, seconds in times.items():
                 base = "system: greedy" if name.startswith("system") else (
                     "NeMo greedy" if name.startswith("NeMo") else "greedy")
                 ratio = f"{seconds / times[base]:.2f}x" if base in times else "-"
                 nemo_name = "NeMo malsd + LM" if "LM" in name else "NeMo malsd"
-                agree = same(outputs[name], outputs[nemo_name]) if nemo_name in outputs and "ALSD" in name else "-"
+                agree = same(outputs[name], outputs[nemo_name]) if nemo_name in times and "ALSD" in name else "-"
                 rate = sum(len(t) for t in outputs[name]) / frames
                 table.append(f"| {kind} | {batch_size} | {name} | {seconds_of_audio / seconds:,.0f} | {ratio} | "
                              f"{rate:.3f} | {agree} |")
@@ -345,9 +365,7 @@ def main() -> None:
                     line = f"| {kind} | {batch_size} | **{ours} / {theirs} speed** | **{times[theirs] / times[ours]:.2f}x** | | | |"
                     table.append(line)
                     print(line, flush=True)
-        if "lm" not in skip and not lm_table:
-            lm_table = lm_rows(lm, nemo_lm, model, args.lm_states, args.seed) if device.type == "cuda" else []
-    lines += ["", *table, "", *lm_table]
+    lines += ["", *lm_table, "", *table]
     print("\n".join(lines))
     if args.output:
         with open(args.output, "w") as out:

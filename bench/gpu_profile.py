@@ -38,6 +38,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--beam-size", type=int, default=4)
     parser.add_argument("--top", type=int, default=12)
+    parser.add_argument("--eager", default="greedy_label,beam_alsd_pp,beam_aes_pp,beam_wind_batched",
+                        help="strategies of the eager table ('' for none)")
     parser.add_argument("--output", default=None)
     parser.add_argument("--device", default="cuda", help="cpu only checks that the script runs")
     parser.add_argument("--seed", type=int, default=0)
@@ -91,7 +93,8 @@ def main() -> None:
                       "beam_aes_pp": DecodingConfig("beam_aes_pp", **beam)}
         if kind == "rnnt":
             strategies["beam_wind_batched"] = DecodingConfig("beam_wind_batched", **beam)
-        for name, config in strategies.items():
+        wanted = set(filter(None, args.eager.split(",")))
+        for name, config in ((n, c) for n, c in strategies.items() if n in wanted):
             try:
                 def run(config=config):
                     return decode(model, frames, frame_lengths, config)
