@@ -39,7 +39,8 @@ for stage in "${stages[@]}"; do
             timeout "${BEAM_SECONDS:-400}" python3 bench/gpu_beam.py --output "$OUT/beam.md" ${BEAM_OPTIONS:-} \
                 2>&1 | grep -v 'it/s' | tee "$OUT/beam.log" ;;
         profile)  # kernels and host syncs per decode, eagerly and under graphs
-            timeout "${PROFILE_SECONDS:-120}" python3 bench/gpu_profile.py --output "$OUT/profile.md" \
+            # shellcheck disable=SC2086
+            timeout "${PROFILE_SECONDS:-120}" python3 bench/gpu_profile.py --output "$OUT/profile.md" ${PROFILE_OPTIONS:-} \
                 2>&1 | tee "$OUT/profile.log" ;;
         decoders)
             # shellcheck disable=SC2086
