@@ -180,6 +180,54 @@ def test_invalid_yaml_and_weights_are_refused(tmp_path: Path) -> None:
         transdec.load_model(str(path))
 
 
+def large_vocabulary_config(vocab_size: int) -> str:
+    """A parakeet-v3-style TDT config text: the vocabulary listed twice (decoder and joint), interpolations beside."""
+    vocabulary = "".join(f"  - '\u2581tok{i}'\n" for i in range(vocab_size))
+    return (f"model_defaults:\n  pred_hidden: 640\ndecoder:\n  vocab_size: {vocab_size}\n  prednet:\n"
+            f"    pred_hidden: ${{model_defaults.pred_hidden}}\n  vocabulary:\n{vocabulary}"
+            f"joint:\n  num_classes: ${{model.decoder.vocab_size}}\n  vocabulary:\n{vocabulary}"
+            "loss:\n  loss_name: tdt\n  tdt_kwargs:\n    durations: [0, 1, 2, 3, 4]\n")
+
+
+@pytest.mark.parametrize("vocab_size", [8192, 16384])
+def test_configs_of_large_vocabularies_parse(vocab_size: int) -> None:
+    # OmegaConf 2.4's YAML reader refuses documents of over 10,000 nodes, and OmegaConf takes seconds per 10,000
+    # list entries: transdec reads the YAML itself and keeps the long lists out of OmegaConf.
+    from transdec.adapters.nemo import head_spec
+    from transdec.adapters.nemo_archive import parse_config
+
+    config = parse_config(large_vocabulary_config(vocab_size))
+    assert config["decoder"]["vocabulary"] == config["joint"]["vocabulary"] == [f"\u2581tok{i}" for i in range(vocab_size)]
+    assert config["decoder"]["prednet"]["pred_hidden"] == 640 and config["joint"]["num_classes"] == vocab_size
+    assert head_spec(config, vocab_size).durations == (0, 1, 2, 3, 4)
+
+
+def test_a_checkpoint_with_a_large_vocabulary_list_loads(tmp_path: Path, clip) -> None:
+    labels = [f"tok{i}" for i in range(8192)]
+
+    def add_labels(config: dict) -> None:
+        config["labels"] = labels
+        config["decoder"]["vocabulary"] = labels
+        config["joint"]["vocabulary"] = labels
+
+    path = repack("fc_tdt", tmp_path / "labels.nemo", add_labels)
+    model = transdec.load_model(str(path))
+    torch.testing.assert_close(encode(model, clip), encode(transdec.load_model(str(FIXTURES / "fc_tdt.nemo")), clip),
+                               rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("text, message", [
+    # "billion laughs": 9 levels of 10 aliases each, 10**9 nodes expanded from 100
+    ("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]\n" for i in range(1, 9)), "refused as an alias bomb"),
+    ("a: &a [1, *a]\n", "contains itself"),
+])
+def test_yaml_alias_bombs_are_refused_quickly(tmp_path: Path, text: str, message: str) -> None:
+    path = repack("fc_rnnt", tmp_path / "bomb.nemo", config_text=text)
+    with pytest.raises(ValueError, match=f"model_config.yaml cannot be read: .*{message}"):
+        transdec.load_model(str(path))
+
+
 def test_importing_transdec_does_not_import_the_adapter_or_omegaconf() -> None:
     import subprocess
     import sys

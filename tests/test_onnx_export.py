@@ -13,6 +13,7 @@ pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 
 import transdec  # noqa: E402
+from float32 import assert_float32_close  # noqa: E402
 from onnx_helpers import (  # noqa: E402
     MODELS, example_audio, exported, model, sherpa_icefall_features, sherpa_nemo_features,
 )
@@ -87,7 +88,7 @@ def test_parts_match_pytorch(name, export_root):
             out = torch.from_numpy(out)
         assert out_lengths.tolist() == ref_lengths.tolist()
         valid = (torch.arange(ref.shape[1])[None, :] < ref_lengths[:, None])[..., None]
-        assert (out - ref).mul(valid).abs().max() < 1e-4
+        assert_float32_close(out.mul(valid), ref.mul(valid))
 
         labels = torch.tensor([5, m.head.num_tokens, 0, 17])
         state = m.predictor.initial_state(4)
@@ -98,8 +99,9 @@ def test_parts_match_pytorch(name, export_root):
                 "targets": labels.view(4, 1).int().numpy(), "target_length": np.ones(4, np.int32),
                 "states.1": state[0].numpy(), "states.2": state[1].numpy()})
             assert lengths_out.tolist() == [1, 1, 1, 1]
-            assert np.abs(out[:, :, 0] - ref_out.numpy()).max() < 1e-4
-            assert np.abs(h - ref_state[0].numpy()).max() < 1e-4 and np.abs(c - ref_state[1].numpy()).max() < 1e-4
+            assert_float32_close(out[:, :, 0], ref_out.numpy())
+            assert_float32_close(h, ref_state[0].numpy())
+            assert_float32_close(c, ref_state[1].numpy())
             enc, dec = torch.randn(4, m.joint.encoder_dim, 3), ref_out.unsqueeze(-1)
             (logits,) = joiner.run(None, {"encoder_outputs": enc.numpy(), "decoder_outputs": dec.numpy()})
             ref_logits = m.joint(enc.transpose(1, 2), dec.transpose(1, 2))
@@ -107,13 +109,13 @@ def test_parts_match_pytorch(name, export_root):
             # icefall ids: blank 0, token t -> t + 1
             context = torch.where(ref_state >= m.head.num_tokens, torch.zeros_like(ref_state), ref_state + 1)
             (out,) = decoder.run(None, {"y": context.numpy()})
-            assert np.abs(out - m.joint.project_predictor(ref_out).numpy()).max() < 1e-4
+            assert_float32_close(out, m.joint.project_predictor(ref_out).numpy())
             enc, dec = torch.randn(4, out.shape[1]), torch.from_numpy(out)
             (logits,) = joiner.run(None, {"encoder_out": enc.numpy(), "decoder_out": dec.numpy()})
             blank = m.head.blank_id
             ref_logits = m.joint.combine(enc, dec)
             ref_logits = torch.cat([ref_logits[:, blank:blank + 1], ref_logits[:, :blank], ref_logits[:, blank + 1:]], 1)
-        assert np.abs(logits - ref_logits.numpy()).max() < 2e-4
+        assert_float32_close(logits, ref_logits.numpy())
 
 
 def _sherpa(directory, model_type: str, method: str = "greedy_search"):

@@ -90,21 +90,34 @@ def _read(archive: tarfile.TarFile, member: tarfile.TarInfo) -> bytes:
         raise ValueError(f"{member.name}: the archive is truncated: {error}") from error
 
 
+#: A config's YAML aliases may expand it to at most this many times its own nodes (NeMo's configs use a handful);
+#: beyond, it is refused as an alias bomb before anything is built.
+MAX_ALIAS_EXPANSION = 100
+
+
 def parse_config(text: str) -> dict[str, Any]:
     """YAML text -> plain data with OmegaConf interpolations resolved.
 
     NeMo configs refer to other keys both from the model section (``${model_defaults.pred_hidden}``) and from a
-    training file's root (``${model.model_defaults.pred_hidden}``); both resolve here.
+    training file's root (``${model.model_defaults.pred_hidden}``); both resolve here. The YAML is read by PyYAML's
+    safe loader, with aliases checked by :func:`check_alias_expansion`, and only the resulting data goes to
+    OmegaConf: OmegaConf 2.4's own YAML reading refuses any document of over 10,000 nodes, which every config with
+    a vocabulary of a few thousand tokens is (parakeet-tdt-0.6b-v3 lists its 8,192 tokens twice).
     """
     from omegaconf import OmegaConf  # imported here: only .nemo loading needs it
     from omegaconf.errors import OmegaConfBaseException
 
-    try:
-        config = OmegaConf.create(text)
-    except Exception as error:  # yaml's and OmegaConf's parse errors
-        raise ValueError(f"not valid YAML: {error}") from error
-    if not isinstance(OmegaConf.to_container(config, resolve=False), dict):
+    data = load_yaml(text)
+    if not isinstance(data, dict):
         raise ValueError("the config is not a mapping")
+    # OmegaConf takes seconds per 10,000 list entries; long lists of plain values (vocabularies) cannot hold an
+    # interpolation, so they wait outside it, each as a placeholder string, and come back after resolution.
+    lists: dict[str, list[Any]] = {}
+    data = _set_aside_long_lists(data, lists)
+    try:
+        config = OmegaConf.create(data)
+    except OmegaConfBaseException as error:
+        raise ValueError(f"not a valid config: {error}") from error
     rooted = OmegaConf.merge(config, {"model": config}) if "model" not in config else config
     resolved: dict[str, Any] = {}
     for key in config:
@@ -115,4 +128,84 @@ def parse_config(text: str) -> dict[str, Any]:
                 rooted[key]) else rooted[key]
         except OmegaConfBaseException:
             resolved[key] = OmegaConf.to_container(config, resolve=False)[key]
-    return resolved
+    return _put_back_long_lists(resolved, lists)
+
+
+#: Lists longer than this, of plain values with no interpolation, skip OmegaConf (see :func:`parse_config`).
+LONG_LIST = 256
+_PLACEHOLDER = "\x00transdec-list-"
+
+
+def _set_aside_long_lists(data: Any, lists: dict[str, list[Any]]) -> Any:
+    if isinstance(data, dict):
+        return {key: _set_aside_long_lists(value, lists) for key, value in data.items()}
+    if isinstance(data, list):
+        if len(data) > LONG_LIST and all(
+                isinstance(v, (int, float, bool)) or v is None or (isinstance(v, str) and "${" not in v)
+                for v in data):
+            name = f"{_PLACEHOLDER}{len(lists)}"
+            lists[name] = data
+            return name
+        return [_set_aside_long_lists(value, lists) for value in data]
+    return data
+
+
+def _put_back_long_lists(data: Any, lists: dict[str, list[Any]]) -> Any:
+    if isinstance(data, dict):
+        return {key: _put_back_long_lists(value, lists) for key, value in data.items()}
+    if isinstance(data, list):
+        return [_put_back_long_lists(value, lists) for value in data]
+    if isinstance(data, str) and data.startswith(_PLACEHOLDER):
+        return lists.get(data, data)
+    return data
+
+
+def load_yaml(text: str) -> Any:
+    """Plain data from YAML ``text`` with PyYAML's safe loader; syntax errors and alias bombs raise ``ValueError``."""
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        check_alias_expansion(node)
+        return loader.construct_document(node)
+    except yaml.YAMLError as error:
+        raise ValueError(f"not valid YAML: {error}") from error
+    finally:
+        loader.dispose()
+
+
+def check_alias_expansion(root: Any) -> None:
+    """Refuse a YAML node graph whose aliases would expand it to over :data:`MAX_ALIAS_EXPANSION` times its own
+    size, or that contains itself. Counted without expanding (each distinct node once, depth first, its expanded
+    size kept), so a "billion laughs" document is refused at once."""
+    import yaml
+
+    def children(node: Any) -> list[Any]:
+        if isinstance(node, yaml.SequenceNode):
+            return node.value
+        if isinstance(node, yaml.MappingNode):
+            return [part for pair in node.value for part in pair]
+        return []
+
+    expanded: dict[int, int] = {}
+    on_path: set[int] = set()  # the nodes whose subtrees are being counted: an alias to one of them is a cycle
+    stack = [(root, False)]
+    while stack:
+        node, counted_below = stack.pop()
+        if counted_below:
+            on_path.discard(id(node))
+            expanded[id(node)] = 1 + sum(expanded[id(child)] for child in children(node))
+        elif id(node) not in expanded:
+            on_path.add(id(node))
+            stack.append((node, True))
+            for child in children(node):
+                if id(child) in on_path:
+                    raise ValueError("the YAML contains itself through an alias")
+                stack.append((child, False))
+    distinct, total = len(expanded), expanded[id(root)]
+    if total > MAX_ALIAS_EXPANSION * distinct:
+        raise ValueError(f"the YAML's aliases expand its {distinct:,} nodes to {total:,} (over "
+                         f"{MAX_ALIAS_EXPANSION}x): refused as an alias bomb")
