@@ -188,3 +188,15 @@ def test_ngram_fusion_over_onnx(export_root, tmp_path):
         config = transdec.DecodingConfig(strategy, fusions=[Fusion(lm, 0.3)], **options)
         expected = [t.tokens for t in torch_model.transcribe(audio, config, batch_size=2)]
         assert [t.tokens for t in onnx_model.transcribe(audio, config, batch_size=2)] == expected
+
+
+def test_long_recordings_through_an_export_are_windowed_as_pytorch_encodes_them(export_root):
+    # transdec's exports record the encoder's receptive field, so the ONNX model's windows get exactly the
+    # context the PyTorch model's get, and the transcripts agree.
+    import numpy as np
+
+    onnx_model = transdec.load_model(exported("tiny-en-rnnt", export_root))
+    torch_model = model("tiny-en-rnnt")
+    assert onnx_model.encoder.receptive_field == torch_model.encoder.receptive_field is not None
+    recording = np.concatenate(example_audio() * 6)  # about 63 s: windows of 30 s
+    assert onnx_model.transcribe([recording])[0].text == torch_model.transcribe([recording])[0].text

@@ -1,28 +1,32 @@
-"""Long recordings (an hour or more) in bounded memory.
+"""Long recordings (an hour or more) in bounded memory, through every kind of model.
 
 Self-attention over a whole hour would need memory quadratic in its length, so the encoder runs on
 overlapping windows instead, and the decoder runs once over the joined encoder output (its memory is linear
 in the length and its predictor state simply carries on across window edges).
 
-How the edges are handled:
+Each window is ``chunk`` encoder frames plus ``context`` frames on each side, and only the frames of its
+central chunk are kept: every kept frame has seen at least ``context`` of audio on both sides (less only at
+the start and end of the recording, exactly as unchunked). The outputs join into as many frames as the
+unchunked encoder gives. The context defaults to the encoder's receptive field where it has one (local or
+limited-context attention): then every kept frame saw everything it depends on. With full attention there is
+no such bound; the context defaults to 5 s, attention beyond it is what windowing gives up, and
+:class:`WindowedEncodingWarning` says so once.
 
-* Features are computed window by window on the exact samples each frame needs, then normalised with
-  statistics of the whole recording, so they equal the unchunked features (up to float rounding).
-* Each encoder window is ``chunk`` frames plus ``context`` frames on each side (all multiples of the
-  subsampling factor, so encoder frames line up). Only the encoder frames of the central ``chunk`` are
-  kept: every kept frame has seen at least ``context`` of audio on both sides (less only at the start and
-  end of the recording, exactly as unchunked). The outputs join into ``ceil(T / factor)`` frames, as many
-  as the unchunked encoder gives.
-* The context defaults to the encoder's receptive field where it has one (local attention,
-  ``ConformerConfig.attention_context``): then every kept frame saw everything it depends on, and the joined
-  output equals the unchunked encoding up to float rounding, so chunking changes no transcript beyond what
-  rounding can flip. With global attention there is no such bound; the context defaults to 5 s, and attention
-  beyond it is what chunking gives up.
+Two ways to cut the windows:
+
+* transdec's own models (:func:`encode_long_features`): features are computed window by window on the exact
+  samples each frame needs, then normalised with statistics of the whole recording, so with a bounded receptive
+  field the joined output equals the unchunked encoding up to float rounding.
+* any other :class:`~transdec.protocol.SpeechModel` (NeMo checkpoints, ONNX exports;
+  :func:`encode_long_samples`): windows of samples, each through the model's own ``encode``, starting on
+  whole encoder frames, as NeMo's buffered inference cuts them. A front end that normalises per recording then
+  normalises per window, which is not exact even where the receptive field is bounded.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -36,6 +40,10 @@ from transdec.padding import pad_batch
 
 
 GLOBAL_ATTENTION_CONTEXT_SECONDS = 5.0
+
+
+class WindowedEncodingWarning(UserWarning):
+    """A recording was encoded in windows by an encoder whose attention spans its whole input."""
 
 
 @dataclass(frozen=True)
@@ -60,7 +68,7 @@ def context_seconds(model: TransducerModel, chunking: ChunkingConfig) -> float:
     field = model.encoder.receptive_field
     if field is None:
         return GLOBAL_ATTENTION_CONTEXT_SECONDS
-    return field * model.config.encoder.subsampling_factor * model.config.features.frame_shift_ms / 1000.0
+    return field * model.frame_shift_seconds
 
 
 def needs_chunking(model: TransducerModel, num_samples: int, chunking: ChunkingConfig) -> bool:
@@ -84,6 +92,19 @@ def raw_features_in_chunks(model: TransducerModel, waveform: Tensor, frames_per_
 @torch.inference_mode()
 def encode_long(model: TransducerModel, waveform: Tensor, chunking: ChunkingConfig) -> tuple[Tensor, Tensor]:
     """Encoder output ``[1, T', D]`` and length ``[1]`` of one long waveform ``[N]``, in bounded memory."""
+    if model.encoder.receptive_field is None and chunking.context_seconds is None:
+        warnings.warn(f"recordings over {chunking.chunk_seconds + 2 * GLOBAL_ATTENTION_CONTEXT_SECONDS:g} s are "
+                      f"encoded in {chunking.chunk_seconds:g} s windows with {GLOBAL_ATTENTION_CONTEXT_SECONDS:g} s of "
+                      "context on each side, since this encoder attends over its whole input (memory would grow "
+                      "with the square of the duration); chunk and context seconds are settings (--chunk-seconds, "
+                      "--context-seconds; 0 encodes whole)", WindowedEncodingWarning, stacklevel=3)
+    if isinstance(model, TransducerModel):
+        return encode_long_features(model, waveform, chunking)
+    return encode_long_samples(model, waveform, chunking)
+
+
+def encode_long_features(model: TransducerModel, waveform: Tensor, chunking: ChunkingConfig) -> tuple[Tensor, Tensor]:
+    """:func:`encode_long` for transdec's own models: windows of features normalised over the whole recording."""
     features = raw_features_in_chunks(model, waveform)
     total = features.shape[0]
     if model.config.features.normalize == "per_feature":
@@ -110,6 +131,35 @@ def encode_long(model: TransducerModel, waveform: Tensor, chunking: ChunkingConf
     return encoded, torch.tensor([encoded.shape[1]], device=features.device)
 
 
+def encode_long_samples(model, waveform: Tensor, chunking: ChunkingConfig) -> tuple[Tensor, Tensor]:
+    """:func:`encode_long` for any speech model: windows of samples through ``model.encode``, each starting on a
+    whole encoder frame (``frame_shift_ms`` x ``subsampling_factor``), so that their frames line up with the
+    unchunked encoder's; the last window's frames run to the end, making as many frames as the unchunked encoding.
+    """
+    step = round(model.config.features.frame_shift_ms * model.sample_rate / 1000) * model.config.encoder.subsampling_factor
+    frames_per_second = model.sample_rate / step
+    chunk = max(1, int(chunking.chunk_seconds * frames_per_second))
+    field = model.encoder.receptive_field
+    if chunking.context_seconds is None and field is not None:
+        context = field
+    else:
+        context = int(round(context_seconds(model, chunking) * frames_per_second))
+    total = waveform.shape[0]
+    outputs = []
+    for start in range(0, -(-total // step), chunk):
+        first = max(0, start - context)
+        end = min(total, (start + chunk + context) * step)
+        window = waveform[first * step : end].unsqueeze(0)
+        encoded, length = model.encode(window, torch.tensor([window.shape[1]], device=window.device))
+        last = end == total
+        keep_from = start - first
+        outputs.append(encoded[:, keep_from : int(length[0]) if last else keep_from + chunk])
+        if last:
+            break
+    encoded = torch.cat(outputs, dim=1)
+    return encoded, torch.tensor([encoded.shape[1]], device=encoded.device)
+
+
 @torch.inference_mode()
 def encode_batch(model: TransducerModel, waveforms: Sequence[np.ndarray | Tensor],
                  chunking: ChunkingConfig | None = ChunkingConfig()) -> tuple[Tensor, Tensor]:
@@ -123,11 +173,13 @@ def encode_batch(model: TransducerModel, waveforms: Sequence[np.ndarray | Tensor
     samples = [torch.as_tensor(w) for w in waveforms]
     long = [i for i, w in enumerate(samples) if chunking is not None and needs_chunking(model, len(w), chunking)]
     short = [i for i in range(len(samples)) if i not in long]
-    batch, lengths = pad_batch([samples[i] for i in short], dtype=torch.float32)
-    encoded, frame_counts = model.encode(batch.to(device), lengths.to(device))
-    if not long:
-        return encoded, frame_counts
-    rows = dict(zip(short, (encoded[row, :count] for row, count in enumerate(frame_counts.tolist()))))
+    rows = {}
+    if short:
+        batch, lengths = pad_batch([samples[i] for i in short], dtype=torch.float32)
+        encoded, frame_counts = model.encode(batch.to(device), lengths.to(device))
+        if not long:
+            return encoded, frame_counts
+        rows = dict(zip(short, (encoded[row, :count] for row, count in enumerate(frame_counts.tolist()))))
     for i in long:
         rows[i] = encode_long(model, samples[i].to(device), chunking)[0][0]
     return pad_batch([rows[i] for i in range(len(samples))])

@@ -440,10 +440,17 @@ class NemoConformerEncoder(nn.Module):
         return self.config.subsampling_factor
 
     @property
-    def receptive_field(self) -> float:
-        """Infinite: :mod:`transdec.long_audio` then encodes every recording whole, as NeMo does. Its windowed
-        encoding of long recordings computes transdec's own features, not NeMo's."""
-        return math.inf
+    def receptive_field(self) -> int | None:
+        """Encoder frames on each side that an output frame depends on, or ``None`` (full attention: unbounded).
+
+        Per layer, attention reaches ``max(att_context_size)`` frames and the depthwise convolution its wider
+        side; the front end and subsampling (a 512-sample FFT window, three stride-2 stages of kernel 3) reach
+        under two encoder frames on each side, counted as two. :mod:`transdec.long_audio` encodes long
+        recordings in windows with this much context."""
+        left, right = self.config.att_context_size
+        if left < 0 or right < 0:
+            return None
+        return self.config.n_layers * (max(left, right) + max(self.config.conv_context_size)) + 2
 
     def output_lengths(self, lengths: Tensor) -> Tensor:
         """Encoder frames of ``lengths`` feature frames."""

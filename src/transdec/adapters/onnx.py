@@ -14,7 +14,6 @@ on the decoder (icefall layout: stateless, blank 0). Scores are raw joiner logit
 from __future__ import annotations
 
 import json
-import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +39,7 @@ class OnnxModelInfo:
     subsampling_factor: int
     front_end: dict[str, Any] | None
     files: dict[str, Path]
+    receptive_field: int | None = None
 
     @property
     def encoder(self) -> OnnxEncoderInfo:
@@ -57,12 +57,13 @@ class OnnxModelInfo:
 
 @dataclass(frozen=True)
 class OnnxEncoderInfo:
-    """What transcription reads of an encoder: an unbounded receptive field means every recording is encoded
-    whole (:mod:`transdec.long_audio`), as sherpa-onnx does."""
+    """What transcription reads of an encoder: :mod:`transdec.long_audio` encodes long recordings in windows with
+    the receptive field as context where the export records it (transdec's exports of encoders with limited
+    attention), else with a context that assumes it unbounded."""
 
     output_dim: int
     subsampling_factor: int
-    receptive_field: float = math.inf
+    receptive_field: int | None = None
 
 
 class OnnxTransducer(Transcribing):
@@ -84,7 +85,8 @@ class OnnxTransducer(Transcribing):
         self._encoder_inputs = [i.name for i in encoder.get_inputs()]
         dims = encoder.get_outputs()[0].shape
         width = dims[1] if info.layout == "nemo" else dims[2]
-        self.encoder = OnnxEncoderInfo(width if isinstance(width, int) else -1, info.subsampling_factor)
+        self.encoder = OnnxEncoderInfo(width if isinstance(width, int) else -1, info.subsampling_factor,
+                                       info.receptive_field)
 
     def parameters(self) -> Iterator[Tensor]:
         """One CPU tensor: callers read the model's device from its parameters, and ONNX Runtime runs on the CPU."""
@@ -232,7 +234,8 @@ def _describe(directory: Path, files: dict[str, Path], sessions: dict[str, Any],
     else:
         predictor = OnnxStatelessPredictor(sessions["decoder"], _int_meta(dec, "context_size", files["decoder"]),
                                            head.num_tokens)
-    return OnnxModelInfo(layout, head, subsampling, front_end, files), predictor
+    field = int(enc["transdec_receptive_field"]) if "transdec_receptive_field" in enc else None
+    return OnnxModelInfo(layout, head, subsampling, front_end, files, field), predictor
 
 
 def _joiner_width(session: Any, layout: str, enc: dict[str, str], dec: dict[str, str]) -> int:

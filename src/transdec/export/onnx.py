@@ -97,6 +97,9 @@ def export_onnx(model: Any, out_dir: str | os.PathLike[str], *, max_frames: int 
         "transdec_front_end": json.dumps(front_end),
         "transdec_subsampling_factor": str(_subsampling_factor(model)),
     }
+    field = getattr(model.encoder, "receptive_field", None)
+    if field is not None:  # lets long recordings be encoded in windows with just enough context
+        common["transdec_receptive_field"] = str(field)
     paths = {name: out / f"{name}.onnx" for name in ("encoder", "decoder", "joiner")}
     with torch.no_grad(), _rotary_tables(model, max_frames):
         frames = 4 * max(8, _subsampling_factor(model))  # long enough for any subsampling to leave frames
