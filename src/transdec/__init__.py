@@ -7,10 +7,26 @@ import os
 # imported; a value the user set is kept.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-from transdec.decoding import DecodingConfig, DecodingResult, Hypothesis, decode
-from transdec.model import load_model
-from transdec.protocol import HeadSpec
-
 __version__ = "0.1.0"
 
 __all__ = ["DecodingConfig", "DecodingResult", "HeadSpec", "Hypothesis", "decode", "load_model", "__version__"]
+
+# The public names are imported on first use: `import transdec` stays light (no PyTorch), so that the command line
+# can import PyTorch where an interrupt is handled.
+_HOMES = {"DecodingConfig": "transdec.decoding", "DecodingResult": "transdec.decoding",
+          "Hypothesis": "transdec.decoding", "decode": "transdec.decoding", "load_model": "transdec.model",
+          "HeadSpec": "transdec.protocol"}
+
+
+def __getattr__(name: str):
+    if name not in _HOMES:
+        raise AttributeError(f"module 'transdec' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(_HOMES[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

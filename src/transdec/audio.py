@@ -99,8 +99,11 @@ def as_waveform(audio: AudioInput, sample_rate: int, name: str = "the audio arra
         return (array.astype(np.float32) - np.float32(centre)) / np.float32(full_scale)
     if array.dtype.kind != "f":
         raise ValueError(f"{name}: audio samples must be floating point or integer PCM, got {array.dtype}")
-    array = array.astype(np.float32, copy=False)
     bad = ~np.isfinite(array)
+    if not bad.any() and array.size and np.abs(array).max() > np.finfo(np.float32).max:
+        raise ValueError(f"{name}: samples as large as {np.abs(array).max():.3g} do not fit float32, and audio samples "
+                         "lie in [-1, 1] (scale the array, or pass integer PCM as an integer array)")
+    array = array.astype(np.float32, copy=False)
     if bad.any():
         raise ValueError(f"{name}: {int(bad.sum())} sample(s) are NaN or infinite, the first at "
                          f"{int(bad.argmax()) / sample_rate:.3f} s")

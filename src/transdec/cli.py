@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import math
 import os
 import sys
+import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
 
 from transdec import __version__
 from transdec.decoding.flags import add_decoding_arguments, decoding_configs
+from transdec.long_audio import GLOBAL_ATTENTION_CONTEXT_SECONDS as GLOBAL_CONTEXT
+from transdec.long_audio import ChunkingConfig
 from transdec.model.conformer import ConformerConfig
 from transdec.protocol import HeadSpec
 from transdec.model.transducer_model import LENGTH_POLICIES, ModelConfig, PredictorConfig
@@ -137,16 +143,30 @@ def _add_length_policy_argument(p: argparse.ArgumentParser) -> None:
                         "then equal sherpa-onnx's; needs kaldi-native-fbank)")
 
 
+def _add_long_audio_arguments(p: argparse.ArgumentParser) -> None:
+    group = p.add_argument_group("long recordings (encoded in overlapping windows, in bounded memory)")
+    group.add_argument("--chunk-seconds", type=_seconds, default=ChunkingConfig.chunk_seconds, metavar="SECONDS",
+                       help="the part of each window that is kept (default %(default)g); 0 encodes every recording "
+                            "whole, whatever its length")
+    group.add_argument("--context-seconds", type=_seconds, default=None, metavar="SECONDS",
+                       help="audio on each side of a window's kept part (default: the encoder's receptive field where "
+                            f"its attention is limited, which makes windows exact, else {GLOBAL_CONTEXT:g})")
+
+
+def _chunking(args: argparse.Namespace) -> ChunkingConfig | None:
+    return ChunkingConfig(args.chunk_seconds, args.context_seconds) if args.chunk_seconds > 0 else None
+
+
 def _add_lm_arguments(p: argparse.ArgumentParser) -> None:
     group = p.add_argument_group("language model (shallow fusion into any decoding strategy)")
     group.add_argument("--lm", default=None, metavar="FILE",
                        help="token-level n-gram LM: an ARPA file in NeMo's convention (token i written as "
                             "chr(i + 100)) or its compiled .pt form")
-    group.add_argument("--lm-weight", type=_weights, default=[0.5], metavar="WEIGHT[,WEIGHT...]",
+    group.add_argument("--lm-weight", type=_weights, default=None, metavar="WEIGHT[,WEIGHT...]",
                        help="weight of the LM's log-probs (default 0.5); evaluate takes several, comma-separated, and "
                             "reports each strategy with each (a sweep for a dev set)")
-    group.add_argument("--lm-token-bonus", type=float, default=0.0,
-                       help="added to every token's score, against the deletions LM fusion causes (default %(default)s)")
+    group.add_argument("--lm-token-bonus", type=_finite, default=None,
+                       help="added to every token's score, against the deletions LM fusion causes (default 0)")
     group.add_argument("--lm-blank-scoring", action="store_true",
                        help="the beam-search paper's blank scoring: tokens get ln(1 - p_blank) too, blanks (1 + weight)"
                             " times their log-prob")
@@ -164,11 +184,45 @@ def _attention_window(text: str) -> tuple[int, int]:
 
 
 def _weights(text: str) -> list[float]:
-    """An argparse type: comma-separated LM weights."""
+    """An argparse type: comma-separated finite LM weights."""
     try:
-        return [float(part) for part in text.split(",")]
+        weights = [float(part) for part in text.split(",")]
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
+    if not all(math.isfinite(w) for w in weights):
+        raise argparse.ArgumentTypeError(f"weights must be finite numbers, got {text!r}")
+    return weights
+
+
+def _finite(text: str) -> float:
+    """An argparse type: a finite number."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    """An argparse type: a finite number of seconds, 0 or more."""
+    value = _finite(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text!r}")
+    return value
+
+
+def _lm_problem(args: argparse.Namespace) -> str | None:
+    """Why the LM options do not fit together (their settings without ``--lm``), or None; fills in defaults."""
+    if not args.lm:
+        given = [flag for flag, value in (("--lm-weight", args.lm_weight), ("--lm-token-bonus", args.lm_token_bonus),
+                                          ("--lm-blank-scoring", args.lm_blank_scoring or None)) if value is not None]
+        if given:
+            return f"{', '.join(given)} without --lm: there is no LM to weight"
+    args.lm_weight = args.lm_weight or [0.5]
+    args.lm_token_bonus = args.lm_token_bonus or 0.0
+    return None
 
 
 def _with_lm(args: argparse.Namespace, model, configs: list) -> list:
@@ -190,20 +244,28 @@ def _add_transcribe_parser(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "transcribe", help="transcribe audio files, folders and NeMo manifests",
         description="Transcribe audio files (any format libsndfile reads, resampled as needed), folders of them "
-                    "(recursively) and NeMo JSONL manifests. Bad items are reported and skipped; the exit code "
-                    "is 1 if any item failed or there was nothing to transcribe, 130 if interrupted.")
+                    "(recursively) and NeMo JSONL manifests. Bad items are reported and skipped, and each result is "
+                    "written as soon as it and the items before it are done.",
+        epilog="exit codes: 0 all transcribed; 1 some items failed (each is reported) or there was nothing to "
+               "transcribe; 2 a usage error (a bad option, a missing model, an output that cannot be written); 130 "
+               "interrupted (Ctrl-C or SIGTERM), with the results so far in OUTPUT.partial when --output is given")
     p.add_argument("paths", nargs="+", metavar="PATH")
-    p.add_argument("--model", default="tiny-en-rnnt", help="bundled model name or model file (default: %(default)s)")
+    p.add_argument("--model", default="tiny-en-rnnt",
+                   help="bundled model name, model file, .nemo checkpoint or ONNX export directory (default: "
+                        "%(default)s)")
     p.add_argument("--batch-size", type=_at_least(1), default=16)
     p.add_argument("--device", default="cpu")
     _add_length_policy_argument(p)
+    _add_long_audio_arguments(p)
     _add_lm_arguments(p)
     p.add_argument("--format", choices=["text", "jsonl", "manifest"], default="text",
                    help="text: one transcript per line; jsonl: text, words with times and confidences; "
                         "manifest: the input entries with pred_text added")
     p.add_argument("--output", default=None,
                    help="write here instead of standard output; an existing file is replaced only when the run "
-                        "is complete (if interrupted, the results so far go to OUTPUT.partial)")
+                        "is complete (if interrupted, every result finished so far goes to OUTPUT.partial)")
+    p.add_argument("--resume", action="store_true",
+                   help="with --output: keep the results in OUTPUT.partial and transcribe only the items it lacks")
     p.add_argument("--allow-upsampling", action="store_true", help="accept audio below the model's sample rate")
     add_decoding_arguments(p, default="greedy_label")
 
@@ -213,15 +275,20 @@ def _add_evaluate_parser(subparsers: argparse._SubParsersAction) -> None:
         "evaluate", help="WER, CER and RTFx on a manifest, several strategies side by side",
         description="Evaluate on a NeMo manifest with reference texts: WER and CER after normalisation, RTFx of "
                     "encoder + decoder and of the decoder alone (encoder timed separately), pooled over all "
-                    "utterances, which are sorted by duration and batched.")
+                    "utterances, which are sorted by duration and batched.",
+        epilog="exit codes: 0 every item evaluated; 1 some items could not be (each is reported) or none could; 2 a "
+               "usage error (a bad option, a missing manifest or model); 130 interrupted")
     p.add_argument("manifest")
-    p.add_argument("--model", default="tiny-en-rnnt")
+    p.add_argument("--model", default="tiny-en-rnnt",
+                   help="bundled model name, model file, .nemo checkpoint or ONNX export directory (default: "
+                        "%(default)s)")
     p.add_argument("--batch-size", type=_at_least(1), default=16)
     p.add_argument("--warmup", type=_at_least(0), default=1, metavar="BATCHES", help="untimed batches before timing")
     p.add_argument("--normalizer", choices=["whisper", "none"], default="whisper",
                    help="whisper: Whisper's English normaliser (whisper-normalizer); none: whitespace only")
     p.add_argument("--device", default="cpu")
     _add_length_policy_argument(p)
+    _add_long_audio_arguments(p)
     _add_lm_arguments(p)
     p.add_argument("--output-dir", default=None, help="write predictions_<strategy>.jsonl and summary.json here")
     p.add_argument("--allow-upsampling", action="store_true", help="accept audio below the model's sample rate")
@@ -278,13 +345,14 @@ def _export(args: argparse.Namespace) -> int:
     try:
         result = export_onnx(load_model(args.model), args.out_dir, max_frames=args.max_frames or DEFAULT_MAX_FRAMES)
     except ImportError as error:
-        print(f"transdec export onnx: error: {error} (pip install onnx)", file=sys.stderr)
+        print(f"transdec export onnx: error: {error} (pip install 'transdec[onnx]')", file=sys.stderr)
         return 2
-    except (FileNotFoundError, ValueError) as error:
+    except (OSError, ValueError) as error:
         print(f"transdec export onnx: error: {error}", file=sys.stderr)
         return 2
-    print(f"wrote {result.layout}-layout ONNX model to {result.directory}: "
-          f"{', '.join(p.name for p in (result.encoder, result.decoder, result.joiner, result.tokens))}")
+    written = [p.name for p in (result.encoder, result.decoder, result.joiner, result.tokens)]
+    written += ["tokenizer.model"] if (result.directory / "tokenizer.model").is_file() else []
+    print(f"wrote {result.layout}-layout ONNX model to {result.directory}: {', '.join(written)}")
     return 0
 
 
@@ -372,7 +440,11 @@ def _output_dir_problem(path: str) -> str | None:
 def _load_model(args: argparse.Namespace):
     from transdec.model.checkpoint import load_model
 
-    model = load_model(args.model, device=args.device, front_end=args.front_end)
+    try:
+        model = load_model(args.model, device=args.device, front_end=args.front_end)
+    except ImportError as error:  # an optional part: the ONNX runtime, kaldi-native-fbank
+        extra = "sherpa" if args.front_end == "sherpa" else "onnx"
+        raise ValueError(f"{args.model}: {error} (pip install 'transdec[{extra}]')") from error
     model.length_policy = args.length_policy
     if args.local_attention is not None:
         if not hasattr(model, "use_local_attention"):
@@ -388,18 +460,28 @@ def _transcribe(args: argparse.Namespace) -> int:
         decodings = decoding_configs(args)
         if len(decodings) != 1:
             raise ValueError(f"--decoding {args.decoding}: transcribe takes one strategy")
-        if len(args.lm_weight) != 1:
-            raise ValueError("--lm-weight: transcribe takes one weight")
-        problem = _device_problem(args.device) or (args.output and _output_problem(args.output))
+        problem = (_lm_problem(args) or _device_problem(args.device)
+                   or (args.output and _output_problem(args.output))
+                   or (args.resume and not args.output and "--resume needs --output (it resumes OUTPUT.partial)"))
         if problem:
             raise ValueError(problem)
+        if len(args.lm_weight) != 1:
+            raise ValueError("--lm-weight: transcribe takes one weight")
         model = _load_model(args)
         decodings = _with_lm(args, model, decodings)
+        _check_strategies_fit(model, decodings)
     except (FileNotFoundError, ValueError) as error:
         print(f"transdec transcribe: error: {error}", file=sys.stderr)
         return 2
     return transcribe_files(model, args.paths, decodings[0], args.batch_size, args.format, args.output,
-                            args.allow_upsampling)
+                            args.allow_upsampling, _chunking(args), args.resume)
+
+
+def _check_strategies_fit(model, decodings: list) -> None:
+    """Refuse a strategy the model cannot run, before any audio is read."""
+    if any(d.strategy == "ctc_greedy" for d in decodings) and getattr(model, "ctc", None) is None:
+        raise ValueError("--decoding ctc_greedy needs a model with a CTC head (a hybrid RNN-T/CTC model); "
+                         "this one has none")
 
 
 def _evaluate(args: argparse.Namespace) -> int:
@@ -407,19 +489,21 @@ def _evaluate(args: argparse.Namespace) -> int:
 
     try:
         strategies = decoding_configs(args)
-        problem = _device_problem(args.device) or (args.output_dir and _output_dir_problem(args.output_dir))
+        problem = (_lm_problem(args) or _device_problem(args.device)
+                   or (args.output_dir and _output_dir_problem(args.output_dir)))
         if not Path(args.manifest).is_file():
             problem = f"{args.manifest}: no such file"
         if problem:
             raise ValueError(problem)
         model = _load_model(args)
         strategies = _with_lm(args, model, strategies)
+        _check_strategies_fit(model, strategies)
     except (FileNotFoundError, ValueError) as error:
         print(f"transdec evaluate: error: {error}", file=sys.stderr)
         return 2
     try:
         reports, failed = evaluate_manifest(model, args.manifest, strategies, args.batch_size, args.warmup,
-                                            args.normalizer, args.output_dir, args.allow_upsampling)
+                                            args.normalizer, args.output_dir, args.allow_upsampling, _chunking(args))
     except EvaluationError as error:
         print(f"transdec evaluate: error: {error}", file=sys.stderr)
         return 1
@@ -451,28 +535,45 @@ def _lm(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = _Parser(prog="transdec", description="Fast, exact Transducer speech recognition.")
-    parser.add_argument("--version", action="version", version=f"transdec {__version__}")
-    subparsers = parser.add_subparsers(dest="command")
-    _add_train_parser(subparsers)
-    _add_average_parser(subparsers)
-    _add_transcribe_parser(subparsers)
-    _add_evaluate_parser(subparsers)
-    _add_lm_parser(subparsers)
-    _add_export_parser(subparsers)
-    args = parser.parse_args(argv)
-    if args.command is None:  # bare `transdec`: what it can do, as argparse answers a missing argument (exit 2)
-        parser.print_help(sys.stderr)
-        return 2
-    # Training trades some memory for 1.3x faster steps; batch transcription keeps glibc's defaults.
-    configure_malloc("keep" if args.command == "train" else "default")
-    commands = {"train": _train, "average": _average, "transcribe": _transcribe, "evaluate": _evaluate, "lm": _lm,
-                "export": _export}
+    command = "transdec"
     try:
-        return commands[args.command](args) or 0
+        parser = _Parser(prog="transdec", description="Fast, exact Transducer speech recognition.")
+        parser.add_argument("--version", action="version", version=f"transdec {__version__}")
+        subparsers = parser.add_subparsers(dest="command")
+        _add_train_parser(subparsers)
+        _add_average_parser(subparsers)
+        _add_transcribe_parser(subparsers)
+        _add_evaluate_parser(subparsers)
+        _add_lm_parser(subparsers)
+        _add_export_parser(subparsers)
+        args = parser.parse_args(argv)
+        if args.command is None:  # bare `transdec`: what it can do, as argparse answers a missing argument (exit 2)
+            parser.print_help(sys.stderr)
+            return 2
+        command = f"transdec {args.command}"
+        # Training trades some memory for 1.3x faster steps; batch transcription keeps glibc's defaults.
+        configure_malloc("keep" if args.command == "train" else "default")
+        commands = {"train": _train, "average": _average, "transcribe": _transcribe, "evaluate": _evaluate,
+                    "lm": _lm, "export": _export}
+        with _one_line_warnings(command):
+            return commands[args.command](args) or 0
     except KeyboardInterrupt:
-        print(f"transdec {args.command}: interrupted", file=sys.stderr)
+        print(f"{command}: interrupted", file=sys.stderr)
         return 130
+
+
+@contextlib.contextmanager
+def _one_line_warnings(command: str) -> Iterator[None]:
+    """Warnings as the command's other messages are: one line, starting with its name."""
+    def show(message, category, filename, lineno, file=None, line=None) -> None:
+        print(f"{command}: warning: {message}", file=file or sys.stderr)
+
+    previous = warnings.showwarning
+    warnings.showwarning = show
+    try:
+        yield
+    finally:
+        warnings.showwarning = previous
 
 
 if __name__ == "__main__":

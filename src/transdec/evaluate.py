@@ -17,7 +17,7 @@ from tqdm import tqdm
 
 from transdec.audio import AudioError, load_audio
 from transdec.decoding import DecodingConfig, decode
-from transdec.long_audio import encode_batch
+from transdec.long_audio import ChunkingConfig, encode_batch
 from transdec.metrics import word_errors
 from transdec.model.transducer_model import TransducerModel
 from transdec.sources import AudioItem, read_manifest_items
@@ -72,8 +72,8 @@ WARMUP_SECONDS = 30
 
 @torch.inference_mode()
 def run_strategies(model: TransducerModel, waveforms: list[np.ndarray], order: list[int],
-                   strategies: list[DecodingConfig], batch_size: int, warmup_batches: int,
-                   progress=None) -> tuple[list[list[str]], float, list[float]]:
+                   strategies: list[DecodingConfig], batch_size: int, warmup_batches: int, progress=None,
+                   chunking: ChunkingConfig | None = ChunkingConfig()) -> tuple[list[list[str]], float, list[float]]:
     """Transcripts (input order) per strategy, the pooled encoder seconds, and each strategy's decoder seconds.
 
     Each batch is encoded once and every strategy decodes that same encoder output in turn: the encoder's
@@ -92,7 +92,7 @@ def run_strategies(model: TransducerModel, waveforms: list[np.ndarray], order: l
         rows = [torch.from_numpy(waveforms[i][:cut]).to(device) for i in indices]
         _synchronize(device)
         start = time.perf_counter()
-        encoded, frame_counts = encode_batch(model, rows)  # long recordings in windows, as transcribe does
+        encoded, frame_counts = encode_batch(model, rows, chunking)  # long recordings in windows, as transcribe does
         _synchronize(device)
         if timed:
             encoder_seconds += time.perf_counter() - start
@@ -116,8 +116,8 @@ def config_label(config: DecodingConfig) -> str:
 
 def evaluate_manifest(model: TransducerModel, manifest: str | Path, strategies: list[DecodingConfig],
                       batch_size: int = 16, warmup_batches: int = 1, normalizer_name: str = "whisper",
-                      output_dir: str | Path | None = None,
-                      allow_upsampling: bool = False) -> tuple[list[StrategyReport], int]:
+                      output_dir: str | Path | None = None, allow_upsampling: bool = False,
+                      chunking: ChunkingConfig | None = ChunkingConfig()) -> tuple[list[StrategyReport], int]:
     """Evaluate every strategy on the same audio; returns the reports and the number of unusable items.
 
     Raises:
@@ -125,7 +125,7 @@ def evaluate_manifest(model: TransducerModel, manifest: str | Path, strategies: 
     """
     items, errors = read_manifest_items(Path(manifest))
     for error in errors:
-        print(f"error: {error.where}: {error.message}", file=sys.stderr)
+        print(f"transdec evaluate: error: {error.where}: {error.message}", file=sys.stderr)
     if not items and not errors:
         raise EvaluationError(f"{manifest}: the manifest has no entries")
     failed = len(errors)
@@ -133,13 +133,14 @@ def evaluate_manifest(model: TransducerModel, manifest: str | Path, strategies: 
     waveforms: list[np.ndarray] = []
     for item in items:
         if item.entry.get("text") is None:
-            print(item.error(f"{item.name}: the manifest entry has no reference text"), file=sys.stderr)
+            print(f"transdec evaluate: error: {item.describe(f'{item.name}: the manifest entry has no reference text')}",
+                  file=sys.stderr)
             failed += 1
             continue
         try:
             waveforms.append(load_audio(item.path, model.sample_rate, item.offset, item.duration, allow_upsampling))
         except AudioError as error:
-            print(item.error(str(error)), file=sys.stderr)
+            print(f"transdec evaluate: error: {item.describe(str(error))}", file=sys.stderr)
             failed += 1
             continue
         usable.append(item)
@@ -154,7 +155,7 @@ def evaluate_manifest(model: TransducerModel, manifest: str | Path, strategies: 
     progress = tqdm(total=len(waveforms) * len(strategies), unit="utt", disable=None,
                     desc="evaluate " + ",".join(config_label(d) for d in strategies))  # a bar on terminals only
     all_texts, encoder_s, decoder_s = run_strategies(model, waveforms, order, strategies, batch_size,
-                                                     warmup_batches, progress)
+                                                     warmup_batches, progress, chunking)
     for decoding, texts, strategy_decoder_s in zip(strategies, all_texts, decoder_s):
         hypotheses = [normalize(t) for t in texts]
         cer = jiwer.cer(references, hypotheses) if references and any(references) else 0.0

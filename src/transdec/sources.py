@@ -28,9 +28,9 @@ class AudioItem:
         part = f" [{self.offset:g}s+{self.duration:g}s]" if self.offset or self.duration is not None else ""
         return f"{self.path}{part}"
 
-    def error(self, message: str) -> str:
-        """An error line about this item, with the manifest line it came from."""
-        return f"error: {self.origin}: {message}" if self.origin else f"error: {message}"
+    def describe(self, message: str) -> str:
+        """``message`` about this item, with the manifest line it came from."""
+        return f"{self.origin}: {message}" if self.origin else message
 
 
 def collect_inputs(paths: list[str]) -> tuple[list[AudioItem], list[InputError]]:

@@ -1,23 +1,27 @@
-"""Batch transcription of files for the command line: bad items are reported and skipped, finished results
-are written, and an output file is replaced only by a complete run."""
+"""Batch transcription of files for the command line: bad items are reported and skipped, each result is written
+as soon as it and every item before it are done, an output file is replaced only by a complete run, and an
+interrupted run keeps every finished result in ``<output>.partial``, from which ``--resume`` carries on."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TextIO
 
 from tqdm import tqdm
 
 from transdec.audio import AudioError, load_audio
 from transdec.decoding import DecodingConfig
-from transdec.model.transducer_model import TransducerModel
+from transdec.long_audio import ChunkingConfig
 from transdec.sources import AudioItem, collect_inputs
 from transdec.transcribe import Transcript, transcribe
 
-#: Items read into memory at a time; bounds memory on long input lists. Results are written a chunk at a time.
-READ_AHEAD = 256
+COMMAND = "transdec transcribe"
 
 
 def format_result(item: AudioItem, transcript: Transcript, output_format: str, prefix_path: bool) -> str:
@@ -36,88 +40,195 @@ def format_result(item: AudioItem, transcript: Transcript, output_format: str, p
     return json.dumps(row, allow_nan=False)
 
 
-def transcribe_files(model: TransducerModel, paths: list[str], decoding: DecodingConfig, batch_size: int = 16,
-                     output_format: str = "text", output: str | None = None, allow_upsampling: bool = False) -> int:
+def item_key(item: AudioItem, output_format: str) -> str:
+    """What identifies an item's line in an output (see :func:`line_key`)."""
+    if output_format == "text":
+        return item.name
+    if output_format == "manifest" and item.entry:
+        return json.dumps([item.entry.get("audio_filepath"), item.entry.get("offset", 0.0)])
+    return json.dumps([str(item.path), item.offset])
+
+
+def line_key(line: str, output_format: str) -> str | None:
+    """The :func:`item_key` of the item an output line is for (None: a line that names no item)."""
+    if output_format == "text":
+        return line.split("\t", 1)[0] if "\t" in line else None
+    try:
+        row = json.loads(line)
+        return json.dumps([row["audio_filepath"], row.get("offset", 0.0)])
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+class OrderedWriter:
+    """Writes results in input order as soon as every earlier item is done; :meth:`drain` writes the finished
+    rest in any order (an interrupted run keeps all it finished)."""
+
+    def __init__(self, sink: TextIO, progress: tqdm, flush: bool) -> None:
+        self.sink, self.progress, self.flush = sink, progress, flush
+        self.waiting: dict[int, str | None] = {}  # position -> line (None: a failed item, nothing to write)
+        self.next = 0
+        self.written = 0
+
+    def done(self, position: int, line: str | None) -> None:
+        self.waiting[position] = line
+        while self.next in self.waiting:
+            self._write(self.waiting.pop(self.next))
+            self.next += 1
+
+    def skip(self, position: int) -> None:
+        self.done(position, None)
+
+    def drain(self) -> None:
+        for position in sorted(self.waiting):
+            self._write(self.waiting.pop(position))
+
+    def _write(self, line: str | None) -> None:
+        if line is None:
+            return
+        self.progress.write(line, file=self.sink)  # on a terminal, above the bar
+        if self.flush:
+            self.sink.flush()
+        self.written += 1
+
+
+def transcribe_files(model, paths: list[str], decoding: DecodingConfig, batch_size: int = 16,
+                     output_format: str = "text", output: str | None = None, allow_upsampling: bool = False,
+                     chunking: ChunkingConfig | None = ChunkingConfig(), resume: bool = False) -> int:
     """Transcribe every item under ``paths``; returns the exit code: 0, 1 if any item failed or there was
-    nothing to transcribe, 130 if interrupted.
+    nothing to transcribe, 2 if the output cannot be written, 130 if interrupted (or terminated).
 
     ``output`` is written as a temporary file in its folder and renamed when the run is complete, so an
-    existing file stays as it was until then. If the run is interrupted or crashes, the results so far go
-    to ``<output>.partial`` instead.
+    existing file stays as it was until then. If the run is interrupted, terminated (SIGTERM) or crashes, every
+    result finished so far goes to ``<output>.partial`` instead; ``resume=True`` copies the lines of an existing
+    ``<output>.partial`` and transcribes only the items it does not hold.
     """
     items, failures = collect_inputs(paths)
     for failure in failures:
-        print(f"error: {failure.where}: {failure.message}", file=sys.stderr)
+        print(f"{COMMAND}: error: {failure.where}: {failure.message}", file=sys.stderr)
     if not items:
         return 1
     prefix = len(items) > 1 and output_format == "text"
+    kept = _resumed_lines(output, output_format, resume)
     tmp = None if output is None else Path(output).with_name(f"{Path(output).name}.{os.getpid()}.tmp")
     try:
         sink = sys.stdout if tmp is None else open(tmp, "w", encoding="utf-8")
     except OSError as error:
-        print(f"error: cannot write {output}: {error.strerror}", file=sys.stderr)
+        print(f"{COMMAND}: error: cannot write {output}: cannot create the temporary file {tmp} beside it "
+              f"({error.strerror})", file=sys.stderr)
         return 2
-    failed, written = len(failures), 0
+    done_keys = set()
+    for line in kept:
+        sink.write(line + "\n")
+        done_keys.add(line_key(line, output_format) if prefix or output_format != "text" else "")
+    todo = [(i, item) for i, item in enumerate(items)
+            if (item_key(item, output_format) if prefix or output_format != "text" else "") not in done_keys]
+    if kept:
+        print(f"{COMMAND}: resuming: {len(items) - len(todo)} item(s) are in {output}.partial already",
+              file=sys.stderr)
+    failed = len(failures)
+    writer = None
     try:
-        with tqdm(total=len(items), desc="transcribe", unit="item", disable=None) as progress:
-            for start in range(0, len(items), READ_AHEAD):
-                chunk = items[start : start + READ_AHEAD]
-                results = _transcribe_chunk(model, chunk, decoding, batch_size, allow_upsampling, progress)
-                for item, result in zip(chunk, results):
+        with _sigterm_as_interrupt(), tqdm(total=len(todo), desc="transcribe", unit="item", disable=None) as progress:
+            writer = OrderedWriter(sink, progress, flush=tmp is None)
+            try:
+                for position, item, result in _results(model, [item for _, item in todo], decoding, batch_size,
+                                                       allow_upsampling, chunking, progress):
                     if not isinstance(result, AudioError):
                         try:
-                            line = format_result(item, result, output_format, prefix)
+                            writer.done(position, format_result(item, result, output_format, prefix))
+                            continue
                         except ValueError:  # strict JSON: a NaN is never written
                             result = AudioError(f"{item.name}: the transcript holds NaN or infinity")
-                    if isinstance(result, AudioError):
-                        progress.write(item.error(str(result)), file=sys.stderr)
-                        failed += 1
-                        continue
-                    progress.write(line, file=sink)  # on a terminal, above the bar
-                    if tmp is None:
-                        sink.flush()
-                    written += 1
+                    progress.write(f"{COMMAND}: error: {item.describe(str(result))}", file=sys.stderr)
+                    failed += 1
+                    writer.skip(position)
+            except BaseException:
+                writer.drain()
+                raise
     except BaseException as error:
-        message = f"transdec transcribe: {'interrupted' if isinstance(error, KeyboardInterrupt) else 'failed'}"
+        interrupted = isinstance(error, KeyboardInterrupt)
+        message = f"{COMMAND}: {'interrupted' if interrupted else 'failed'}"
+        so_far = (writer.written if writer else 0) + len(kept)
         if tmp is not None:
             sink.close()
-            if written:
+            if so_far:
                 os.replace(tmp, f"{output}.partial")
-                message += f"; {written} result(s) so far are in {output}.partial, {output} was not written"
+                message += (f"; {so_far} result(s) so far are in {output}.partial, {output} was not written "
+                            "(--resume carries on from there)")
             else:
                 tmp.unlink()
         print(message, file=sys.stderr)
-        if isinstance(error, KeyboardInterrupt):
+        if interrupted:
             return 130
         raise
+    written = writer.written + len(kept)
     if tmp is not None:
         sink.close()
         if written:
             os.replace(tmp, output)
+            Path(f"{output}.partial").unlink(missing_ok=True)
         else:
             tmp.unlink()
-            print(f"nothing was transcribed, so {output} was not written", file=sys.stderr)
+            print(f"{COMMAND}: nothing was transcribed, so {output} was not written", file=sys.stderr)
     if failed:
-        print(f"{failed} item(s) failed, {written} transcribed", file=sys.stderr)
-    return 1 if failed else 0
+        print(f"{COMMAND}: {failed} item(s) failed, {written} transcribed", file=sys.stderr)
+    return 1 if failed or not written else 0
 
 
-def _transcribe_chunk(model: TransducerModel, chunk: list[AudioItem], decoding: DecodingConfig, batch_size: int,
-                      allow_upsampling: bool, progress: tqdm) -> list[Transcript | AudioError]:
-    """Each item's transcript, or the error that kept it from being read, in order; batches of similar length
-    are transcribed one at a time so that ``progress`` moves with them."""
-    results: list[Transcript | AudioError | None] = [None] * len(chunk)
-    waveforms = {}
-    for i, item in enumerate(chunk):
-        try:
-            waveforms[i] = load_audio(item.path, model.sample_rate, item.offset, item.duration, allow_upsampling)
-        except AudioError as error:
-            results[i] = error
-            progress.update(1)
-    order = sorted(waveforms, key=lambda i: len(waveforms[i]))
-    for start in range(0, len(order), batch_size):
-        batch = order[start : start + batch_size]
-        for i, transcript in zip(batch, transcribe(model, [waveforms[i] for i in batch], decoding, batch_size)):
-            results[i] = transcript
-        progress.update(len(batch))
-    return results  # type: ignore[return-value]
+def _resumed_lines(output: str | None, output_format: str, resume: bool) -> list[str]:
+    """The lines of ``<output>.partial`` to keep (``resume`` only; a last line cut short is dropped)."""
+    if not resume or output is None:
+        return []
+    partial = Path(f"{output}.partial")
+    if not partial.is_file():
+        return []
+    text = partial.read_text(encoding="utf-8")
+    lines = text.split("\n")
+    if not text.endswith("\n"):
+        lines = lines[:-1]  # written when the run was killed mid-line
+    lines = [line for line in lines if line]
+    return [line for line in lines if output_format == "text" or line_key(line, output_format) is not None]
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM (a scheduler's stop, ``kill``) ends the run as Ctrl-C does: finished results are kept."""
+    def interrupt(signum, frame) -> None:
+        raise KeyboardInterrupt
+
+    try:
+        previous = signal.signal(signal.SIGTERM, interrupt)
+    except ValueError:  # not the main thread: signals cannot be handled here
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _results(model, items: list[AudioItem], decoding: DecodingConfig, batch_size: int, allow_upsampling: bool,
+             chunking: ChunkingConfig | None,
+             progress: tqdm) -> Iterator[tuple[int, AudioItem, Transcript | AudioError]]:
+    """``(position, item, transcript or the error that kept it from being read)`` for every item, each batch's as
+    soon as it is done: items are read ``8 * batch_size`` at a time, sorted by length there and transcribed batch
+    by batch, so results come out of order within such a window (:class:`OrderedWriter` restores it)."""
+    window = max(8 * batch_size, 1)
+    for start in range(0, len(items), window):
+        waveforms = {}
+        for position in range(start, min(start + window, len(items))):
+            item = items[position]
+            try:
+                waveforms[position] = load_audio(item.path, model.sample_rate, item.offset, item.duration,
+                                                 allow_upsampling)
+            except AudioError as error:
+                progress.update(1)
+                yield position, item, error
+        order = sorted(waveforms, key=lambda position: len(waveforms[position]))
+        for batch_start in range(0, len(order), batch_size):
+            batch = order[batch_start : batch_start + batch_size]
+            transcripts = transcribe(model, [waveforms.pop(p) for p in batch], decoding, batch_size, chunking)
+            progress.update(len(batch))
+            for position, transcript in zip(batch, transcripts):
+                yield position, items[position], transcript

@@ -151,7 +151,10 @@ def load_onnx(path: str | os.PathLike[str], num_threads: int = 1, front_end: str
     """
     if front_end not in ("model", "sherpa"):
         raise ValueError(f"front_end must be 'model' or 'sherpa', got {front_end!r}")
-    import onnxruntime as ort  # optional dependency, imported only here
+    try:
+        import onnxruntime as ort  # optional dependency, imported only here
+    except ImportError as error:
+        raise ImportError("ONNX models run on ONNX Runtime (onnxruntime), which is not installed") from error
 
     directory = Path(path)
     files = find_parts(directory)

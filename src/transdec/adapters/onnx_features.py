@@ -75,6 +75,10 @@ def sherpa_front_end(layout: str, description: dict[str, Any] | None) -> SherpaF
     """The features sherpa-onnx computes for an export of ``layout`` whose front end ``description`` is the
     ``transdec_front_end`` metadata (``{"config": {"num_mel_bins": ...}, "normalize": ...}``; missing: 80 bins, no
     normalisation)."""
+    try:
+        import kaldi_native_fbank  # noqa: F401  (checked here: a missing one is found at load, not mid-run)
+    except ImportError as error:
+        raise ImportError("sherpa-onnx's features need kaldi-native-fbank, which is not installed") from error
     description = description or {}
     bins = int(description.get("config", {}).get("num_mel_bins", 80))
     return SherpaFrontEnd(layout, bins, description.get("normalize", "") or "")

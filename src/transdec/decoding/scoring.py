@@ -27,6 +27,7 @@ the weight (beam-search paper, Sec. 2.3):
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -79,6 +80,12 @@ class Fusion:
     weight: float
     token_bonus: float = 0.0
     blank_scoring: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("weight", "token_bonus"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise ValueError(f"Fusion {name} must be a finite number, got {value!r}")
 
 
 @dataclass

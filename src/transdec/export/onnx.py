@@ -76,9 +76,14 @@ def export_onnx(model: Any, out_dir: str | os.PathLike[str], *, max_frames: int 
     """Export ``model`` (a :class:`~transdec.model.transducer_model.TransducerModel` or a
     :class:`~transdec.adapters.nemo.NemoTransducer`) to ``out_dir``; see the module docstring for what is written.
     """
-    import onnx  # the exporter's dependency, imported only when exporting
+    try:
+        import onnx  # the exporter's dependency, imported only when exporting
+    except ImportError as error:
+        raise ImportError("exporting to ONNX needs the onnx package, which is not installed") from error
 
     out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"{out}: exists and is not a directory (the export writes several files into one)")
     out.mkdir(parents=True, exist_ok=True)
     model = _float32_cpu_eval_copy(model)
     head: HeadSpec = model.head

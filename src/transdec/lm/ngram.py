@@ -145,12 +145,20 @@ class NGramLM:
         if not path.is_file():
             raise FileNotFoundError(f"{path}: no such LM file")
         if path.suffix == ".pt":
-            saved = torch.load(path, map_location="cpu", weights_only=True)
-            if saved.get("format") != "transdec-ngram-1":
+            try:
+                saved = torch.load(path, map_location="cpu", weights_only=True)
+            except Exception as error:  # truncated or another kind of file: torch raises many kinds
+                raise ArpaError(f"{path}: not a compiled transdec n-gram LM (it cannot be read: "
+                                f"{type(error).__name__}: {error})") from error
+            if not isinstance(saved, dict) or saved.get("format") != "transdec-ngram-1":
                 raise ArpaError(f"{path}: not a compiled transdec n-gram LM")
-            if saved["vocab_size"] != vocab_size:
-                raise ArpaError(f"{path}: the LM is for {saved['vocab_size']} tokens, the model has {vocab_size}")
-            lm = cls(saved["order"], vocab_size, saved["bos_state"], saved["tensors"])
+            if saved.get("vocab_size") != vocab_size:
+                raise ArpaError(f"{path}: the LM is for {saved.get('vocab_size')} tokens, the model has {vocab_size}")
+            tensors = saved.get("tensors")
+            missing = [n for n in _TENSORS if not isinstance(tensors, dict) or not isinstance(tensors.get(n), torch.Tensor)]
+            if missing or not all(isinstance(saved.get(k), int) for k in ("order", "bos_state")):
+                raise ArpaError(f"{path}: a damaged compiled n-gram LM (missing {missing or 'order, bos_state'})")
+            lm = cls(saved["order"], vocab_size, saved["bos_state"], tensors)
         else:
             lm = cls.from_arpa(read_arpa(path), vocab_size, str(path))
         return lm.to(device, dtype)

@@ -57,8 +57,10 @@ def read_checkpoint(path: str | os.PathLike[str]) -> dict[str, Any]:
         raise FileNotFoundError(f"model file {path} does not exist")
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as error:
-        raise ValueError(f"{path} is not a readable transdec model file: {error}") from error
+    except Exception as error:  # torch.load raises many kinds (pickle, zip, struct errors) for a file of another kind
+        raise ValueError(f"{path}: not a transdec model file (a PyTorch file saved by transdec), a .nemo checkpoint "
+                         f"or an ONNX export directory; reading it as one failed: "
+                         f"{type(error).__name__}: {error}") from error
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise ValueError(f"{path} is not a transdec model file (no '{FORMAT}' format tag)")
     if payload.get("version") != VERSION:
@@ -102,8 +104,9 @@ def _load_pytorch_model(path: Path, device: str | torch.device, dtype: torch.dty
 
         return load_nemo(path, device=device, dtype=dtype)
     if path.is_dir():
-        raise ValueError(f"{path}: is a directory; expected a transdec model file or a bundled model name "
-                         f"({', '.join(BUNDLED_MODELS)})")
+        raise ValueError(f"{path}: a directory without .onnx files; expected a transdec model file, a .nemo "
+                         f"checkpoint, an ONNX export directory (encoder.onnx, decoder.onnx, joiner.onnx, "
+                         f"tokens.txt) or a bundled model name ({', '.join(BUNDLED_MODELS)})")
     if not path.exists():
         raise FileNotFoundError(f"no model file {str(path)!r}; the bundled models are {list(BUNDLED_MODELS)}")
     payload = read_checkpoint(path)
