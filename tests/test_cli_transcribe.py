@@ -236,9 +236,9 @@ def test_an_interrupted_or_crashed_run_keeps_the_old_output(workspace: Path, tmp
             raise stop()
         return real(*args)
 
-    monkeypatch.setattr(transcribe_files, "READ_AHEAD", 1)  # one item per chunk: the first is written
     monkeypatch.setattr(transcribe_files, "transcribe", transcribe_then_stop)
-    args = ("transcribe", workspace / "audio", "--model", workspace / "model.pt", "--output", out)
+    # One item per batch, the shorter first: b.flac is done, a.wav is not.
+    args = ("transcribe", workspace / "audio", "--model", workspace / "model.pt", "--output", out, "--batch-size", "1")
     if stop is KeyboardInterrupt:
         code, _, err = cli(capsys, *args)
         assert code == 130
@@ -249,7 +249,7 @@ def test_an_interrupted_or_crashed_run_keeps_the_old_output(workspace: Path, tmp
     assert out.read_text() == "old results\n"
     assert f"1 result(s) so far are in {out}.partial, {out} was not written" in err
     partial = (tmp_path / "out.jsonl.partial").read_text().splitlines()
-    assert len(partial) == 1 and partial[0].startswith(str(workspace / "audio" / "a.wav"))
+    assert len(partial) == 1 and partial[0].startswith(str(workspace / "audio" / "sub" / "b.flac"))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.jsonl", "out.jsonl.partial"]  # no temp file left
 
 
@@ -385,3 +385,147 @@ def test_evaluate_encodes_long_recordings_in_windows_and_warms_up_on_their_start
     code, table, _ = cli(capsys, "evaluate", manifest, "--model", workspace / "model.pt", "--decoding", "greedy_label")
     assert code == 0 and "| greedy_label | 1 |" in table
     assert calls == [samples]  # the timed pass only: the warm-up encoded its first 30 s whole
+
+
+# ----------------------------------------------------------------------------------------- defects, one by one
+
+ARPA = Path(__file__).parent / "fixtures" / "lm" / "lmplz_tiny_order4.arpa"
+
+
+@pytest.mark.parametrize("command", ["transcribe", "evaluate"])
+@pytest.mark.parametrize("args, message", [
+    (["--lm-weight", "nan", "--lm", "{arpa}"], "argument --lm-weight: weights must be finite numbers, got 'nan'"),
+    (["--lm-weight", "0.5,inf", "--lm", "{arpa}"], "weights must be finite numbers, got '0.5,inf'"),
+    (["--lm-token-bonus", "nan", "--lm", "{arpa}"], "argument --lm-token-bonus: must be a finite number, got 'nan'"),
+    (["--lm-weight", "0.3"], "--lm-weight without --lm: there is no LM to weight"),
+    (["--lm-token-bonus", "1", "--lm-blank-scoring"], "--lm-token-bonus, --lm-blank-scoring without --lm"),
+])
+def test_lm_options_must_be_finite_and_need_an_lm(workspace: Path, capsys, command: str, args: list[str],
+                                                  message: str) -> None:
+    target = workspace / ("audio" if command == "transcribe" else "m.jsonl")
+    code, out, err = cli(capsys, command, target, *[a.format(arpa=ARPA) for a in args])
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert err.startswith(f"transdec {command}: error: ") and message in err
+
+
+def test_fusion_weights_must_be_finite() -> None:
+    from transdec.decoding import Fusion
+
+    for bad in (dict(weight=float("nan")), dict(weight=float("inf")), dict(weight=0.5, token_bonus=float("-inf"))):
+        with pytest.raises(ValueError, match="must be a finite number"):
+            Fusion(object(), **bad)
+
+
+def test_damaged_compiled_lms_are_one_line_errors(workspace: Path, tmp_path: Path, capsys) -> None:
+    from transdec.lm import NGramLM
+
+    compiled = tmp_path / "lm.pt"
+    NGramLM.load(ARPA, 256).save(compiled)
+    truncated, junk = tmp_path / "truncated.pt", tmp_path / "junk.pt"
+    truncated.write_bytes(compiled.read_bytes()[: compiled.stat().st_size // 2])
+    junk.write_bytes(b"not an LM at all")
+    for path in (truncated, junk):
+        code, _, err = cli(capsys, "transcribe", workspace / "audio", "--lm", path)
+        assert code == 2 and err.count("\n") == 1
+        assert err.startswith(f"transdec transcribe: error: {path}: not a compiled transdec n-gram LM")
+
+
+def test_ctc_greedy_without_a_ctc_head_is_refused_before_any_audio(capsys) -> None:
+    nemo = Path(__file__).parent / "fixtures" / "nemo" / "fc_rnnt.nemo"
+    code, out, err = cli(capsys, "transcribe", "no-such.wav", "--model", nemo, "--decoding", "ctc_greedy")
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert "--decoding ctc_greedy needs a model with a CTC head" in err
+
+
+def test_a_missing_optional_package_is_one_line(workspace: Path, capsys, monkeypatch) -> None:
+    monkeypatch.setitem(sys.modules, "kaldi_native_fbank", None)  # as if not installed: importing it fails
+    code, _, err = cli(capsys, "transcribe", workspace / "audio", "--front-end", "sherpa")
+    assert code == 2 and err.count("\n") == 1 and "kaldi-native-fbank" in err and "transdec[sherpa]" in err
+
+
+def test_export_onto_a_file_is_one_line(tmp_path: Path, capsys) -> None:
+    pytest.importorskip("onnx")
+    target = tmp_path / "model"
+    target.write_text("a file, not a directory")
+    code, _, err = cli(capsys, "export", "onnx", "tiny-en-rnnt", target)
+    assert code == 2 and err.count("\n") == 1 and "exists and is not a directory" in err
+
+
+def test_interrupt_while_starting_up_is_one_line(monkeypatch, capsys) -> None:
+    import builtins
+
+    from transdec import console
+
+    real_import = builtins.__import__
+
+    def interrupted_import(name, *args, **kwargs):
+        if name == "transdec.cli":
+            raise KeyboardInterrupt
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", interrupted_import)
+    assert console.main() == 130
+    assert capsys.readouterr().err == "transdec: interrupted\n"
+
+
+def test_item_errors_start_with_the_command_and_cannot_write_says_why(workspace: Path, capsys) -> None:
+    code, _, err = cli(capsys, "transcribe", workspace / "text.wav", workspace / "audio", "--model",
+                       workspace / "model.pt")
+    assert code == 1 and all(line.startswith("transdec transcribe: ") for line in err.splitlines())
+    if Path("/proc/version").is_file():
+        code, _, err = cli(capsys, "transcribe", workspace / "audio", "--output", "/proc/version")
+        assert code == 2 and "cannot create the temporary file /proc/version." in err
+
+
+def test_load_model_messages_say_what_loads(tmp_path: Path) -> None:
+    from transdec.model.checkpoint import load_model
+
+    with pytest.raises(ValueError, match="a directory without .onnx files; expected .* an ONNX export directory"):
+        load_model(tmp_path)
+    (tmp_path / "notes.txt").write_text("hello")
+    with pytest.raises(ValueError, match="not a transdec model file .*, a .nemo checkpoint or an ONNX export"):
+        load_model(tmp_path / "notes.txt")
+    model = load_model("tiny-en-rnnt")
+    with pytest.raises(ValueError, match="samples as large as 1e\\+300 do not fit float32"):
+        model.transcribe([np.full(1600, 1e300)])
+
+
+def test_export_message_names_every_file(tmp_path: Path, capsys) -> None:
+    pytest.importorskip("onnx")
+    code, out, _ = cli(capsys, "export", "onnx", "tiny-en-rnnt", tmp_path / "export")
+    assert code == 0 and out.rstrip().endswith("tokens.txt, tokenizer.model")
+
+
+def test_sigterm_keeps_every_finished_result_and_resume_finishes_the_run(workspace: Path, tmp_path: Path) -> None:
+    """A real run stopped by SIGTERM after some items: the finished ones are in OUTPUT.partial at once, nothing
+    else is left behind, and --resume writes the output an uninterrupted run writes."""
+    import signal
+    import time
+
+    clips = sorted((workspace / "audio").rglob("*.*"))
+    manifest = tmp_path / "many.jsonl"
+    manifest.write_text("".join(json.dumps({"audio_filepath": str(clips[i % 2])}) + "\n" for i in range(60)))
+    model = str(workspace / "model.pt")
+    expected = subprocess.run([sys.executable, "-m", "transdec", "transcribe", str(manifest), "--model", model,
+                               "--format", "manifest"], capture_output=True, text=True, timeout=120).stdout
+    out = tmp_path / "out.jsonl"
+    args = [sys.executable, "-m", "transdec", "transcribe", str(manifest), "--model", model, "--format", "manifest",
+            "--batch-size", "1", "--output", str(out)]
+    process = subprocess.Popen(args, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while time.time() < deadline:  # results reach the temporary file as they are done
+        temps = list(tmp_path.glob("out.jsonl.*.tmp"))
+        if temps and len(temps[0].read_text().splitlines()) >= 3:
+            break
+        time.sleep(0.05)
+    process.send_signal(signal.SIGTERM)
+    err = process.communicate(timeout=60)[1]
+    assert process.returncode == 130, err
+    partial = (tmp_path / "out.jsonl.partial").read_text().splitlines()
+    assert 3 <= len(partial) < 60 and f"{len(partial)} result(s) so far are in {out}.partial" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["many.jsonl", "out.jsonl.partial"]
+    resumed = subprocess.run(args + ["--resume"], capture_output=True, text=True, timeout=120)
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"resuming: {len(partial)} item(s)" in resumed.stderr
+    assert sorted(out.read_text().splitlines()) == sorted(expected.splitlines())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["many.jsonl", "out.jsonl"]

@@ -137,7 +137,7 @@ def test_tokenizer_with_another_vocabulary(export_root, tmp_path):
 
 
 def test_a_directory_without_onnx_files(tmp_path):
-    with pytest.raises(ValueError, match="is a directory"):
+    with pytest.raises(ValueError, match="a directory without .onnx files"):
         transdec.load_model(tmp_path)
 
 

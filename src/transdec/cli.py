@@ -338,6 +338,33 @@ def _add_export_parser(subparsers: argparse._SubParsersAction) -> None:
                       help="encoder frames the rotary position tables cover (default 20000: 26 min at 8x)")
 
 
+def _add_inspect_parser(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "inspect", help="what a model is and whether transdec loads it, without decoding",
+        description="Describe a model without decoding anything: class, head, tokenizer, parameters, front end, "
+                    "encoder (layers, attention and its context, subsampling), streaming; for a NeMo checkpoint "
+                    "transdec cannot load, every setting that stops it.",
+        epilog="exit codes: 0 transdec loads the model; 1 it does not (the reasons are listed); 2 a usage error or a "
+               "file that is no model")
+    p.add_argument("model", help="bundled model name, model file, .nemo checkpoint or ONNX export directory")
+    p.add_argument("--format", choices=["text", "json"], default="text")
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    from transdec.inspect_model import format_report, inspect_model
+
+    try:
+        report = inspect_model(args.model)
+    except ImportError as error:
+        print(f"transdec inspect: error: {args.model}: {error} (pip install 'transdec[onnx]')", file=sys.stderr)
+        return 2
+    except (OSError, ValueError) as error:
+        print(f"transdec inspect: error: {error}", file=sys.stderr)
+        return 2
+    print(format_report(report, args.format))
+    return 0 if report["supported"] else 1
+
+
 def _export(args: argparse.Namespace) -> int:
     from transdec.export.onnx import DEFAULT_MAX_FRAMES, export_onnx
     from transdec.model.checkpoint import load_model
@@ -546,6 +573,7 @@ def main(argv: list[str] | None = None) -> int:
         _add_evaluate_parser(subparsers)
         _add_lm_parser(subparsers)
         _add_export_parser(subparsers)
+        _add_inspect_parser(subparsers)
         args = parser.parse_args(argv)
         if args.command is None:  # bare `transdec`: what it can do, as argparse answers a missing argument (exit 2)
             parser.print_help(sys.stderr)
@@ -554,7 +582,7 @@ def main(argv: list[str] | None = None) -> int:
         # Training trades some memory for 1.3x faster steps; batch transcription keeps glibc's defaults.
         configure_malloc("keep" if args.command == "train" else "default")
         commands = {"train": _train, "average": _average, "transcribe": _transcribe, "evaluate": _evaluate,
-                    "lm": _lm, "export": _export}
+                    "lm": _lm, "export": _export, "inspect": _inspect}
         with _one_line_warnings(command):
             return commands[args.command](args) or 0
     except KeyboardInterrupt:

@@ -12,7 +12,11 @@ def main() -> int:
     except KeyboardInterrupt:
         print("transdec: interrupted", file=sys.stderr)
         return 130
-    return run()
+    try:
+        return run()
+    except BrokenPipeError:  # the reader went away (`transdec ... | head`): nothing left to say
+        sys.stderr.close()
+        return 141
 
 
 if __name__ == "__main__":

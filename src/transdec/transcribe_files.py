@@ -9,6 +9,7 @@ import json
 import os
 import signal
 import sys
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TextIO
@@ -101,7 +102,7 @@ def transcribe_files(model, paths: list[str], decoding: DecodingConfig, batch_si
     ``output`` is written as a temporary file in its folder and renamed when the run is complete, so an
     existing file stays as it was until then. If the run is interrupted, terminated (SIGTERM) or crashes, every
     result finished so far goes to ``<output>.partial`` instead; ``resume=True`` copies the lines of an existing
-    ``<output>.partial`` and transcribes only the items it does not hold.
+    ``<output>.partial``, writes them first, and transcribes only the items it does not hold.
     """
     items, failures = collect_inputs(paths)
     for failure in failures:
@@ -117,12 +118,19 @@ def transcribe_files(model, paths: list[str], decoding: DecodingConfig, batch_si
         print(f"{COMMAND}: error: cannot write {output}: cannot create the temporary file {tmp} beside it "
               f"({error.strerror})", file=sys.stderr)
         return 2
-    done_keys = set()
+    # Each kept line stands for one item with its key: the same recording listed twice is transcribed alike, so it
+    # does not matter which of its items a line stands for.
+    done_keys: Counter[str | None] = Counter()
     for line in kept:
         sink.write(line + "\n")
-        done_keys.add(line_key(line, output_format) if prefix or output_format != "text" else "")
-    todo = [(i, item) for i, item in enumerate(items)
-            if (item_key(item, output_format) if prefix or output_format != "text" else "") not in done_keys]
+        done_keys[line_key(line, output_format) if prefix or output_format != "text" else ""] += 1
+    todo = []
+    for item in items:
+        key = item_key(item, output_format) if prefix or output_format != "text" else ""
+        if done_keys[key]:
+            done_keys[key] -= 1
+        else:
+            todo.append(item)
     if kept:
         print(f"{COMMAND}: resuming: {len(items) - len(todo)} item(s) are in {output}.partial already",
               file=sys.stderr)
@@ -132,8 +140,8 @@ def transcribe_files(model, paths: list[str], decoding: DecodingConfig, batch_si
         with _sigterm_as_interrupt(), tqdm(total=len(todo), desc="transcribe", unit="item", disable=None) as progress:
             writer = OrderedWriter(sink, progress, flush=tmp is None)
             try:
-                for position, item, result in _results(model, [item for _, item in todo], decoding, batch_size,
-                                                       allow_upsampling, chunking, progress):
+                for position, item, result in _results(model, todo, decoding, batch_size, allow_upsampling,
+                                                       chunking, progress):
                     if not isinstance(result, AudioError):
                         try:
                             writer.done(position, format_result(item, result, output_format, prefix))

@@ -22,7 +22,7 @@ import torch
 from torch import Tensor, nn
 
 from transdec.adapters.nemo_archive import NemoArchive, read_nemo_archive
-from transdec.adapters.nemo_encoder import NemoConformerEncoder, NemoEncoderConfig
+from transdec.adapters.nemo_encoder import NemoConformerEncoder, NemoEncoderConfig, UnsupportedConfig
 from transdec.adapters.nemo_features import NemoMelConfig, NemoMelFrontEnd
 from transdec.adapters.nemo_predictor import NemoStatelessPredictor
 from transdec.audio import Transcribing, check_float_waveforms
@@ -250,17 +250,50 @@ def build_joint(config: dict[str, Any], encoder_dim: int, predictor_dim: int, he
     return JointNetwork(encoder_dim, predictor_dim, int(jointnet["joint_hidden"]), head, activation=activation)
 
 
+def config_problems(archive: NemoArchive) -> list[str]:
+    """Every reason the archive's model cannot be loaded, from its config and tokenizer (empty: it can), all of
+    them rather than the first: ``transdec inspect`` lists them."""
+    config = archive.config
+    problems: list[str] = []
+
+    def check(step: Callable[[], Any]) -> Any:
+        try:
+            return step()
+        except UnsupportedConfig as error:
+            problems.extend(error.problems)
+        except ValueError as error:
+            problems.append(str(error))
+        except (KeyError, TypeError) as error:
+            problems.append(f"the config lacks or mistypes a key it needs: {error!r}")
+        return None
+
+    check(lambda: model_class(config))
+    sections = [s for s in ("preprocessor", "encoder", "decoder", "joint") if isinstance(config.get(s), dict)]
+    problems += [f"the config has no {s} section" for s in ("preprocessor", "encoder", "decoder", "joint")
+                 if s not in sections]
+    tokenizer = check(lambda: load_tokenizer(archive))
+    head = check(lambda: head_spec(config, tokenizer.vocab_size)) if tokenizer is not None else None
+    if "preprocessor" in sections:
+        check(lambda: NemoMelConfig.from_nemo(config["preprocessor"]))
+    encoder = check(lambda: NemoEncoderConfig.from_nemo(config["encoder"])) if "encoder" in sections else None
+    if head is not None and "decoder" in sections:
+        with torch.device("meta"):
+            predictor = check(lambda: build_predictor(config["decoder"], head))
+            if "joint" in sections:
+                encoder_dim = 1 if encoder is None else encoder.feat_out if encoder.feat_out > 0 else encoder.d_model
+                predictor_dim = predictor.output_size if predictor is not None else 1
+                check(lambda: build_joint(config["joint"], encoder_dim, predictor_dim, head))
+    return problems
+
+
 def build_model(archive: NemoArchive) -> NemoTransducer:
+    problems = config_problems(archive)
+    if problems:
+        raise UnsupportedConfig(problems)
     config = archive.config
     name = model_class(config)
     tokenizer = load_tokenizer(archive)
     head = head_spec(config, tokenizer.vocab_size)
-    for section in ("preprocessor", "encoder", "decoder", "joint"):
-        if not isinstance(config.get(section), dict):
-            raise ValueError(f"the config has no {section} section")
-    target = str(config["preprocessor"].get("_target_", ""))
-    if not target.endswith("AudioToMelSpectrogramPreprocessor"):
-        raise ValueError(f"preprocessor._target_={target!r} is not supported (AudioToMelSpectrogramPreprocessor)")
     preprocessor = NemoMelFrontEnd(NemoMelConfig.from_nemo(config["preprocessor"]))
     # The networks are made without memory ("meta" tensors), and the checkpoint's tensors become their weights:
     # no random initialisation to compute and no second copy of a model of billions of parameters.

@@ -66,40 +66,43 @@ class NemoEncoderConfig:
 
     @classmethod
     def from_nemo(cls, config: dict[str, Any]) -> NemoEncoderConfig:
-        """From the ``encoder`` section of a NeMo config; unsupported settings raise ``ValueError`` naming the key."""
+        """From the ``encoder`` section of a NeMo config; unsupported settings raise :class:`UnsupportedConfig`
+        naming every such key."""
+        problems: list[str] = []
+
+        def unsupported(key: str, allowed: str) -> None:
+            problems.append(f"encoder.{key}={config.get(key)!r} is not supported ({allowed})")
+
         target = str(config.get("_target_", ""))
         if not target.endswith(("ConformerEncoder", "ConformerEncoderAdapter")):
-            raise ValueError(f"encoder._target_={target!r} is not supported (only NeMo's ConformerEncoder)")
-
-        def unsupported(key: str, allowed: str) -> ValueError:
-            return ValueError(f"encoder.{key}={config.get(key)!r} is not supported ({allowed})")
-
+            problems.append(f"encoder._target_={target!r} is not supported (only NeMo's ConformerEncoder)")
         subsampling = config.get("subsampling", "striding")
         if subsampling not in ("dw_striding", "striding"):
-            raise unsupported("subsampling", "dw_striding or striding")
+            unsupported("subsampling", "dw_striding or striding")
         factor = int(config.get("subsampling_factor", 4))
         if factor < 2 or factor & (factor - 1):
-            raise unsupported("subsampling_factor", "a power of two")
+            unsupported("subsampling_factor", "a power of two")
         if config.get("causal_downsampling"):
-            raise unsupported("causal_downsampling", "false")
+            unsupported("causal_downsampling", "false: cache-aware streaming encoders are not supported yet")
         attention = config.get("self_attention_model", "rel_pos")
         if attention not in ("rel_pos", "rel_pos_local_attn"):
-            raise unsupported("self_attention_model", "rel_pos or rel_pos_local_attn")
+            unsupported("self_attention_model", "rel_pos or rel_pos_local_attn")
         style = config.get("att_context_style", "regular")
         context = config.get("att_context_size") or [-1, -1]
         if context and isinstance(context[0], (list, tuple)):
             context = context[0]  # several contexts (multi-context training): NeMo infers with the first
         if len(context) != 2:
-            raise unsupported("att_context_size", "[left, right]")
+            unsupported("att_context_size", "[left, right]")
+            context = [-1, -1]
         if style != "regular" and not (style == "chunked_limited" and int(context[1]) < 0):
-            raise unsupported("att_context_style", "regular")
+            unsupported("att_context_style", "regular")
         if attention == "rel_pos_local_attn" and max(context) <= 0:
-            raise unsupported("att_context_size", "local attention needs a positive context")
+            unsupported("att_context_size", "local attention needs a positive context")
         if int(config.get("global_tokens", 0) or 0):
-            raise unsupported("global_tokens", "0")
+            unsupported("global_tokens", "0")
         norm = config.get("conv_norm_type", "batch_norm")
         if norm not in ("batch_norm", "layer_norm"):
-            raise unsupported("conv_norm_type", "batch_norm or layer_norm")
+            unsupported("conv_norm_type", "batch_norm or layer_norm")
         conv_context = config.get("conv_context_size")
         kernel = int(config.get("conv_kernel_size", 31))
         if conv_context == "causal":
@@ -107,7 +110,9 @@ class NemoEncoderConfig:
         elif conv_context is not None:
             conv_context = tuple(int(c) for c in conv_context)
         if config.get("reduction") and int(config.get("reduction_factor", 1) or 1) > 1:
-            raise unsupported("reduction", "none")
+            unsupported("reduction", "none")
+        if problems:
+            raise UnsupportedConfig(problems)
         return cls(feat_in=int(config["feat_in"]), n_layers=int(config["n_layers"]), d_model=int(config["d_model"]),
                    n_heads=int(config.get("n_heads", 4)), ff_expansion_factor=int(config.get("ff_expansion_factor", 4)),
                    subsampling=subsampling, subsampling_factor=factor,
@@ -116,6 +121,14 @@ class NemoEncoderConfig:
                    xscaling=bool(config.get("xscaling", True)), untie_biases=bool(config.get("untie_biases", True)),
                    conv_kernel_size=kernel, conv_norm_type=norm, conv_context_size=conv_context,
                    use_bias=bool(config.get("use_bias", True)), feat_out=int(config.get("feat_out", -1)))
+
+
+class UnsupportedConfig(ValueError):
+    """Settings of a config that transdec does not support: ``problems`` names each, the message all of them."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("; ".join(problems))
+        self.problems = list(problems)
 
 
 class NemoSubsampling(nn.Module):

@@ -70,22 +70,32 @@ class NemoMelConfig:
             value = config.get(key, default)
             return default if value is None and default is not None else value
 
+        from transdec.adapters.nemo_encoder import UnsupportedConfig
+
+        problems = []
+        target = str(config.get("_target_", ""))
+        if not target.endswith("AudioToMelSpectrogramPreprocessor"):
+            problems.append(f"preprocessor._target_={target!r} is not supported (AudioToMelSpectrogramPreprocessor)")
         sample_rate = int(get("sample_rate", 16000))
         win = config.get("n_window_size") or int(get("window_size", 0.02) * sample_rate)
         hop = config.get("n_window_stride") or int(get("window_stride", 0.01) * sample_rate)
         if int(get("frame_splicing", 1)) != 1:
-            raise ValueError(f"preprocessor.frame_splicing={config.get('frame_splicing')} is not supported (only 1)")
+            problems.append(f"preprocessor.frame_splicing={config.get('frame_splicing')} is not supported (only 1)")
         normalize = config.get("normalize", "per_feature")
         if isinstance(normalize, dict):
-            raise ValueError(f"preprocessor.normalize={normalize!r} (fixed statistics) is not supported")
+            problems.append(f"preprocessor.normalize={normalize!r} (fixed statistics) is not supported")
         if normalize not in ("per_feature", "all_features"):
             normalize = "none"  # NeMo leaves the features as they are for any other value ("NA", null, ...)
         window = get("window", "hann")
         if window not in _WINDOWS and window != "none":
-            raise ValueError(f"preprocessor.window={window!r} is not supported ({sorted(_WINDOWS)} or none)")
+            problems.append(f"preprocessor.window={window!r} is not supported ({sorted(_WINDOWS)} or none)")
         guard_type = get("log_zero_guard_type", "add")
         if guard_type not in ("add", "clamp"):
-            raise ValueError(f"preprocessor.log_zero_guard_type={guard_type!r} is not supported (add or clamp)")
+            problems.append(f"preprocessor.log_zero_guard_type={guard_type!r} is not supported (add or clamp)")
+        if config.get("mel_norm", "slaney") not in ("slaney", None):
+            problems.append(f"preprocessor.mel_norm={config.get('mel_norm')!r} is not supported (slaney or null)")
+        if problems:
+            raise UnsupportedConfig(problems)
         return cls(sample_rate=sample_rate, win_length=int(win), hop_length=int(hop),
                    n_fft=int(config.get("n_fft") or 2 ** math.ceil(math.log2(win))), window=window,
                    num_mel_bins=int(get("features", 64)),

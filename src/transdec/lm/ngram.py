@@ -148,8 +148,9 @@ class NGramLM:
             try:
                 saved = torch.load(path, map_location="cpu", weights_only=True)
             except Exception as error:  # truncated or another kind of file: torch raises many kinds
+                first_line = str(error).splitlines()[0] if str(error) else ""
                 raise ArpaError(f"{path}: not a compiled transdec n-gram LM (it cannot be read: "
-                                f"{type(error).__name__}: {error})") from error
+                                f"{type(error).__name__}: {first_line})") from error
             if not isinstance(saved, dict) or saved.get("format") != "transdec-ngram-1":
                 raise ArpaError(f"{path}: not a compiled transdec n-gram LM")
             if saved.get("vocab_size") != vocab_size:

@@ -60,7 +60,7 @@ def read_checkpoint(path: str | os.PathLike[str]) -> dict[str, Any]:
     except Exception as error:  # torch.load raises many kinds (pickle, zip, struct errors) for a file of another kind
         raise ValueError(f"{path}: not a transdec model file (a PyTorch file saved by transdec), a .nemo checkpoint "
                          f"or an ONNX export directory; reading it as one failed: "
-                         f"{type(error).__name__}: {error}") from error
+                         f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}") from error
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise ValueError(f"{path} is not a transdec model file (no '{FORMAT}' format tag)")
     if payload.get("version") != VERSION:
