@@ -6,8 +6,10 @@ Three commands, on the random-weight parakeet-shaped models that ``recipes/nemo_
     # in transdec's virtualenv (no NeMo): load time, peak memory, encoder output and tokens against NeMo's
     .venv/bin/python bench/nemo_checkpoints.py check DIR
 
-    # encoder time and peak memory on one long recording, full or sliding-window attention (one process each)
+    # encoder time and peak memory on one long recording: full or sliding-window attention, whole or in windows
+    # (one process each)
     .venv/bin/python bench/nemo_checkpoints.py long DIR/NAME.nemo --seconds 600 [--local-attention 128,128]
+    .venv/bin/python bench/nemo_checkpoints.py long DIR/NAME.nemo --seconds 3600 --windows 30
 
     # in NeMo's virtualenv (transdec from src/): NeMo and transdec on the same weights and inputs, CPU, one thread
     OMP_NUM_THREADS=1 /work/nemo-venv/bin/python bench/nemo_checkpoints.py speed DIR/NAME.nemo
@@ -26,6 +28,7 @@ import resource
 import statistics
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import torch
@@ -51,6 +54,14 @@ def parse_args() -> argparse.Namespace:
     long.add_argument("--seconds", type=float, default=600.0)
     long.add_argument("--local-attention", default="", metavar="LEFT,RIGHT",
                       help="switch to sliding-window attention first (e.g. 128,128)")
+    long.add_argument("--windows", default="", metavar="CHUNK[,CONTEXT]",
+                      help="encode in windows of CHUNK seconds with CONTEXT seconds each side (transdec.long_audio; "
+                           "CONTEXT defaults to the encoder's receptive field, or 5 s for full attention)")
+    long.add_argument("--threads", type=int, default=1)
+    windows = commands.add_parser("windows", help="tokens of long recordings in windows against whole, per .nemo in DIR")
+    windows.add_argument("directory")
+    windows.add_argument("--seconds", type=float, default=120.0)
+    windows.add_argument("--chunks", default="30,10", help="comma-separated window chunk seconds")
     speed = commands.add_parser("speed", help="NeMo against transdec on one .nemo (needs NeMo)")
     speed.add_argument("model")
     speed.add_argument("--batch-sizes", default="1,4")
@@ -99,10 +110,12 @@ def check(directory: Path) -> int:
     return 1 if failures else 0
 
 
-def long_recording(path: Path, seconds: float, local_attention: str) -> int:
-    """One recording of ``seconds`` (the example recordings repeated) through the encoder: time and peak memory.
-    Run each setting in its own process: the peak is the process's."""
-    torch.set_num_threads(1)
+def long_recording(path: Path, seconds: float, local_attention: str, windows: str, threads: int) -> int:
+    """One recording of ``seconds`` (the example recordings repeated) through the encoder, whole or in windows:
+    time and peak memory. Run each setting in its own process: the peak is the process's."""
+    from transdec.long_audio import ChunkingConfig, encode_long
+
+    torch.set_num_threads(threads)
     model = transdec.load_model(str(path))
     loaded = peak_rss_gb()
     if local_attention:
@@ -110,11 +123,44 @@ def long_recording(path: Path, seconds: float, local_attention: str) -> int:
     audio = torch.cat(utterances(1, whole=True))
     audio = audio.repeat(int(seconds * 16000 // len(audio)) + 1)[: int(seconds * 16000)]
     started = time.perf_counter()
-    with torch.inference_mode():
-        _, lengths = model.encode(audio[None], torch.tensor([len(audio)]))
+    with torch.inference_mode(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the windowing note
+        if windows:
+            chunk, *context = (float(v) for v in windows.split(","))
+            _, lengths = encode_long(model, audio, ChunkingConfig(chunk, context[0] if context else None))
+        else:
+            _, lengths = model.encode(audio[None], torch.tensor([len(audio)]))
     print(json.dumps({"model": path.stem, "seconds": seconds, "attention": local_attention or "full",
+                      "windows": windows or "none", "threads": threads,
                       "frames": int(lengths), "encode_s": round(time.perf_counter() - started, 1),
                       "rss_after_load_gb": round(loaded, 2), "peak_rss_gb": round(peak_rss_gb(), 2)}))
+    return 0
+
+
+def windowed_against_whole(directory: Path, seconds: float, chunks: list[float]) -> int:
+    """For each model in ``directory``: one recording of ``seconds`` (the example recordings repeated) decoded
+    greedily from its whole encoding and from windows of each chunk size (default context); the token error rate
+    of the windowed tokens against the whole ones (edit distance over token ids / whole tokens)."""
+    import jiwer
+
+    from transdec.long_audio import ChunkingConfig, encode_long
+
+    audio = torch.cat(utterances(1, whole=True))
+    audio = audio.repeat(int(seconds * 16000 // len(audio)) + 1)[: int(seconds * 16000)]
+    for path in sorted(directory.glob("*.nemo")):
+        model = transdec.load_model(str(path))
+        with torch.inference_mode(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            encoded, lengths = model.encode(audio[None], torch.tensor([len(audio)]))
+            whole = transdec.decode(model, encoded, lengths).hypotheses()[0].tokens
+            row = {"model": path.stem, "seconds": seconds, "receptive_field": model.encoder.receptive_field,
+                   "whole_tokens": len(whole)}
+            for chunk in chunks:
+                encoded, lengths = encode_long(model, audio, ChunkingConfig(chunk))
+                tokens = transdec.decode(model, encoded, lengths).hypotheses()[0].tokens
+                rate = jiwer.wer(" ".join(map(str, whole)), " ".join(map(str, tokens))) if whole else float(bool(tokens))
+                row[f"token_error_rate_{chunk:g}s"] = round(rate, 4)
+        print(json.dumps(row), flush=True)
     return 0
 
 
@@ -212,7 +258,9 @@ def main() -> int:
     if args.command == "check":
         return check(Path(args.directory))
     if args.command == "long":
-        return long_recording(Path(args.model), args.seconds, args.local_attention)
+        return long_recording(Path(args.model), args.seconds, args.local_attention, args.windows, args.threads)
+    if args.command == "windows":
+        return windowed_against_whole(Path(args.directory), args.seconds, [float(c) for c in args.chunks.split(",")])
     return speed(Path(args.model), [int(b) for b in args.batch_sizes.split(",")], args.utterances, args.repeats)
 
 

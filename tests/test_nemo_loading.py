@@ -235,17 +235,18 @@ def long_clip() -> torch.Tensor:
     return torch.cat([s.float() / 32768.0 for s in torch.load(FIXTURES / "clips.pt", weights_only=True)["samples"]] * 4)
 
 
-@pytest.mark.parametrize("name", ["fc_local_attn", "fc_multiblank"])
-def test_long_recordings_in_windows_equal_whole_with_a_bounded_receptive_field(name: str, tmp_path: Path,
-                                                                                long_clip) -> None:
+@pytest.mark.parametrize("name, normalize", [("fc_local_attn", "per_feature"), ("fc_local_attn_asym", "all_features"),
+                                             ("fc_multiblank", "NA")])
+def test_long_recordings_in_windows_equal_whole_with_a_bounded_receptive_field(name: str, normalize: str,
+                                                                                tmp_path: Path, long_clip) -> None:
     # Local or limited-context attention: windows with the receptive field as context see all a kept frame depends
-    # on. Per-recording feature normalisation would differ per window, so it is switched off here.
+    # on, and features normalised per recording get the whole recording's statistics.
     from transdec.long_audio import ChunkingConfig, encode_long
 
-    def unnormalised(config: dict) -> None:
-        config["preprocessor"]["normalize"] = "NA"
+    def normalised(config: dict) -> None:
+        config["preprocessor"]["normalize"] = normalize
 
-    model = transdec.load_model(str(repack(name, tmp_path / "na.nemo", unnormalised)))
+    model = transdec.load_model(str(repack(name, tmp_path / "normalised.nemo", normalised)))
     assert model.encoder.receptive_field is not None
     whole, frames = model.encode(long_clip[None], torch.tensor([len(long_clip)]))
     windowed, windowed_frames = encode_long(model, long_clip, ChunkingConfig(chunk_seconds=2.0))

@@ -135,6 +135,10 @@ def encode_long_samples(model, waveform: Tensor, chunking: ChunkingConfig) -> tu
     """:func:`encode_long` for any speech model: windows of samples through ``model.encode``, each starting on a
     whole encoder frame (``frame_shift_ms`` x ``subsampling_factor``), so that their frames line up with the
     unchunked encoder's; the last window's frames run to the end, making as many frames as the unchunked encoding.
+
+    A NeMo front end that normalises each recording (``per_feature``, ``all_features``) is given the statistics of
+    the whole recording instead of each window's: a first pass over the windows sums the features of the frames
+    each one keeps, which are the whole recording's features (their FFT windows lie inside the window).
     """
     step = round(model.config.features.frame_shift_ms * model.sample_rate / 1000) * model.config.encoder.subsampling_factor
     frames_per_second = model.sample_rate / step
@@ -145,19 +149,49 @@ def encode_long_samples(model, waveform: Tensor, chunking: ChunkingConfig) -> tu
     else:
         context = int(round(context_seconds(model, chunking) * frames_per_second))
     total = waveform.shape[0]
-    outputs = []
+    windows = []  # (first frame, last sample, frames to skip, frames to keep or None for all the rest)
     for start in range(0, -(-total // step), chunk):
         first = max(0, start - context)
         end = min(total, (start + chunk + context) * step)
-        window = waveform[first * step : end].unsqueeze(0)
-        encoded, length = model.encode(window, torch.tensor([window.shape[1]], device=window.device))
-        last = end == total
-        keep_from = start - first
-        outputs.append(encoded[:, keep_from : int(length[0]) if last else keep_from + chunk])
-        if last:
+        windows.append((first, end, start - first, None if end == total else chunk))
+        if end == total:
             break
+    statistics = _recording_statistics(model, waveform, windows, step)
+    outputs = []
+    for first, end, skip, keep in windows:
+        window = waveform[first * step : end].unsqueeze(0)
+        length = torch.tensor([window.shape[1]], device=window.device)
+        if statistics is None:
+            encoded, frames = model.encode(window, length)
+        else:
+            features, counts = model.preprocessor(window, length, statistics=statistics)
+            encoded, frames = model.encode_features(features, counts)
+        outputs.append(encoded[:, skip : int(frames[0]) if keep is None else skip + keep])
     encoded = torch.cat(outputs, dim=1)
     return encoded, torch.tensor([encoded.shape[1]], device=encoded.device)
+
+
+def _recording_statistics(model, waveform: Tensor, windows: list, step: int) -> tuple[Tensor, Tensor] | None:
+    """The whole recording's normalisation statistics for a NeMo front end that normalises per recording, else
+    None."""
+    front_end = getattr(model, "preprocessor", None)
+    normalize = getattr(getattr(front_end, "config", None), "normalize", "none")
+    if normalize not in ("per_feature", "all_features") or not hasattr(model, "encode_features"):
+        return None
+    from transdec.adapters.nemo_features import feature_statistics
+
+    features_per_frame = step // front_end.config.hop_length
+    sums = squares = None
+    count = 0
+    for first, end, skip, keep in windows:
+        window = waveform[first * step : end].unsqueeze(0)
+        features, counts = front_end(window, torch.tensor([window.shape[1]], device=window.device), statistics=())
+        stop = int(counts[0]) if keep is None else (skip + keep) * features_per_frame
+        kept = features[0, skip * features_per_frame : stop].double()  # [frames, F]
+        sums = kept.sum(0) if sums is None else sums + kept.sum(0)
+        squares = kept.square().sum(0) if squares is None else squares + kept.square().sum(0)
+        count += kept.shape[0]
+    return feature_statistics(sums, squares, count, normalize == "per_feature")
 
 
 @torch.inference_mode()

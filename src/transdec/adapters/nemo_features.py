@@ -166,7 +166,12 @@ class NemoMelFrontEnd(nn.Module):
         frames = torch.div(lengths + pad - c.n_fft, c.hop_length, rounding_mode="floor").long()
         return torch.where(lengths == 0, torch.zeros_like(frames), frames)
 
-    def forward(self, waveforms: Tensor, lengths: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    def forward(self, waveforms: Tensor, lengths: Tensor | None = None,
+                statistics: tuple[Tensor, Tensor] | None = None) -> tuple[Tensor, Tensor]:
+        """Features ``[B, T, F]`` and frame counts ``[B]``. ``statistics`` (mean and deviation ``[F]``, or ``[1]``
+        for ``normalize="all_features"``) normalise instead of each recording's own, e.g. a whole recording's when it
+        is encoded in windows (:mod:`transdec.long_audio`); with ``statistics=()`` the features are left
+        unnormalised."""
         c = self.config
         if lengths is None:
             lengths = torch.full((waveforms.shape[0],), waveforms.shape[1], device=waveforms.device)
@@ -191,7 +196,11 @@ class NemoMelFrontEnd(nn.Module):
             guard = self._log_guard(mel.dtype)
             mel = torch.log(mel + guard) if c.log_zero_guard_type == "add" else torch.log(mel.clamp(min=guard))
         valid = torch.arange(mel.shape[-1], device=mel.device)[None, :] < frame_counts[:, None]  # [B, T]
-        if c.normalize == "per_feature":
+        if statistics is not None:
+            if statistics:
+                mean, deviation = statistics
+                mel = (mel - mean.to(mel.dtype)[None, :, None]) / deviation.to(mel.dtype)[None, :, None]
+        elif c.normalize == "per_feature":
             mel = _normalize_per_feature(mel, valid, frame_counts)
         elif c.normalize == "all_features":
             mel = _normalize_all_features(mel, frame_counts)
@@ -225,3 +234,14 @@ def _normalize_all_features(mel: Tensor, counts: Tensor) -> Tensor:
         valid = row[:, :count]
         rows.append((row - valid.mean()) / (valid.std() + _STD_GUARD))
     return torch.stack(rows)
+
+
+def feature_statistics(sums: Tensor, squares: Tensor, count: int, per_feature: bool) -> tuple[Tensor, Tensor]:
+    """Mean and deviation for ``forward(statistics=...)`` from float64 sums ``[F]`` and sums of squares ``[F]`` of
+    ``count`` frames, as ``normalize="per_feature"`` (per bin) or ``"all_features"`` (over all values) computes
+    them for a whole recording."""
+    if not per_feature:
+        sums, squares, count = sums.sum().view(1), squares.sum().view(1), count * sums.numel()
+    mean = sums / count
+    variance = (squares - sums * mean) / (count - 1) if count > 1 else torch.zeros_like(mean)
+    return mean, variance.clamp(min=0).sqrt() + _STD_GUARD
