@@ -2,8 +2,8 @@
 
 A path is a sequence of emissions under the decoding rules of ``transdec.decoding.greedy_reference`` (a blank
 moves time by 1, a big blank by its duration, a TDT emission by its duration (a blank by at least 1), a token
-of an RNN-T or multi-blank head keeps it, and ``max_symbols_per_frame`` tokens at one frame force it on by
-one frame, scoring nothing), taking *every* choice where greedy takes the best. Only for tiny problems.
+of an RNN-T or multi-blank head keeps it, and after ``max_symbols_per_frame`` tokens at one frame the only
+emission is the forced blank, scored), taking *every* choice where greedy takes the best. Only for tiny problems.
 """
 
 from __future__ import annotations
@@ -63,17 +63,20 @@ def all_paths(model, frames: torch.Tensor, max_symbols_per_frame: int) -> list[P
 
     paths: list[Path] = []
 
+    def forced(label: int, duration: int) -> bool:
+        return label == head.blank_id and (head.kind != "tdt" or duration == head.forced_advance)
+
     def extend(t, here, tokens, stamps, durations, score):
         if t >= num_frames:
             paths.append(Path(tokens, stamps, durations, score))
             return
         for label, duration, advance, lp in emissions(t, tokens):
+            if here >= max_symbols_per_frame and not forced(label, duration):
+                continue
             if label >= head.num_tokens:
                 extend(t + advance, 0, tokens, stamps, durations, score + lp)
                 continue
             next_t, next_here = (t + advance, 0) if advance > 0 else (t, here + 1)
-            if next_here >= max_symbols_per_frame:
-                next_t, next_here = t + 1, 0
             extend(next_t, next_here, tokens + (label,), stamps + (t,), durations + (duration,), score + lp)
 
     extend(0, 0, (), (), (), 0.0)

@@ -104,17 +104,22 @@ def test_in_place_search_reuses_its_tensors_for_new_inputs():
 @pytest.mark.parametrize("kind", list(HEADS))
 @pytest.mark.parametrize("max_symbols", [1, 2, 3])
 def test_the_fixed_capacity_bounds_every_search(kind, max_symbols):
-    """``T * max_symbols_per_frame`` steps: steps_taken() raises past it, and an RNN-T search with one symbol
-    per frame (every emission moves one frame) fills it exactly."""
+    """``T * (max_symbols_per_frame + 1)`` steps: steps_taken() raises past it, and an RNN-T search of one
+    hypothesis with one symbol per frame (a token, then the forced blank, at every frame) fills it exactly."""
     model = model_for(kind, "lstm", "label_heavy")
     frames, lengths = encoder_batch([24, 0, 24, 5], seed=max_symbols, extra_padding=0)
     search = in_place_search(model, frames, lengths, max_symbols, beam_size=4)
     search.run()
-    assert search.hyps.capacity == 24 * max_symbols
-    steps = search.hyps.steps_taken()
-    assert steps <= search.hyps.capacity
+    assert search.hyps.capacity == 24 * (max_symbols + 1)
+    assert search.hyps.steps_taken() <= search.hyps.capacity
     if kind == "rnnt" and max_symbols == 1:
-        assert steps == search.hyps.capacity
+        with torch.inference_mode(False):
+            never_blank = random_decoder(HEADS["rnnt"], "lstm", encoder_dim=16, seed=1, dtype=torch.float64)
+            with torch.no_grad():
+                never_blank.joint.output.bias[HEADS["rnnt"].blank_id] -= 1000.0
+        search = in_place_search(never_blank, frames, lengths, max_symbols, beam_size=1)
+        search.run()
+        assert search.hyps.steps_taken() == search.hyps.capacity
 
 
 def test_in_place_search_needs_a_symbol_limit():

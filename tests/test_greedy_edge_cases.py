@@ -68,7 +68,7 @@ def test_labels_at_one_frame_then_blank(decoder):
 
 @pytest.mark.parametrize("decoder", DECODERS)
 @pytest.mark.parametrize("max_symbols, expected", [(1, [1]), (3, [1, 2, 3]), (10, [1, 2, 3, 4])])
-def test_max_symbols_forces_time_forward_without_a_blank(decoder, max_symbols, expected):
+def test_max_symbols_forces_a_scored_blank(decoder, max_symbols, expected):
     model = ScriptedModel(RNNT, num_frames=2)
     for u, label in enumerate([1, 2, 3, 4]):
         model.script(t=0, u=u, label=label)
@@ -76,8 +76,10 @@ def test_max_symbols_forces_time_forward_without_a_blank(decoder, max_symbols, e
     assert hyp.tokens == expected
     assert hyp.timestamps == [0] * len(expected)
     step_logprob = log_softmax_at([0.0] * 5 + [5.0], 5)
-    blanks = 1 + (len(expected) == 4)  # frame 1, plus frame 0 when the labels ran out before the limit
-    assert hyp.score == pytest.approx((len(expected) + blanks) * step_logprob, abs=1e-12)
+    # After the limit the blank is taken although label 2, 3 or 4 scores higher: it costs its own log-prob.
+    forced_blank = log_softmax_at([0.0] * 5 + [5.0], 0)
+    frame_0 = step_logprob if len(expected) == 4 else forced_blank  # the labels ran out before the limit
+    assert hyp.score == pytest.approx(len(expected) * step_logprob + frame_0 + step_logprob, abs=1e-12)
 
 
 @pytest.mark.parametrize("decoder", DECODERS)

@@ -92,7 +92,7 @@ def test_label_looping_equals_reference(kind, predictor, profile, max_symbols, l
         greedy_label_looping, kind, predictor, profile, max_symbols, lengths, seed
     )
     # One predictor call per label of the longest hypothesis, plus the start-of-sequence call, which
-    # goes unused when that hypothesis's last label itself ends the utterance (e.g. a forced advance).
+    # goes unused when that hypothesis's last label itself ends the utterance (a duration past the end).
     longest = max(len(h.tokens) for h in expected)
     if max(lengths) == 0:
         assert result.stats.predictor_calls == 0

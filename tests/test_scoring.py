@@ -134,8 +134,8 @@ def test_hypothesis_score_is_the_fused_path_score():
 
 @torch.inference_mode()
 def _path_logprob(model, frames, hyp, max_symbols_per_frame):
-    """The Transducer log-prob of the RNN-T path a greedy decode took: its tokens, and a blank at every frame it
-    left without a forced advance."""
+    """The Transducer log-prob of the RNN-T path a greedy decode took: its tokens, and a blank at every frame (the
+    forced blank after ``max_symbols_per_frame`` tokens included)."""
     head, predictor, joint = model.head, model.predictor, model.joint
     encoder_proj = joint.project_encoder(frames.unsqueeze(0))[0]
     out, state = predictor.step(torch.tensor([head.predictor_blank_id]), predictor.initial_state(1))
@@ -146,8 +146,7 @@ def _path_logprob(model, frames, hyp, max_symbols_per_frame):
             total += float(logprobs[hyp.tokens[position]])
             out, state = predictor.step(torch.tensor([hyp.tokens[position]]), state)
             position, tokens_here = position + 1, tokens_here + 1
-            if tokens_here == max_symbols_per_frame:
-                t, tokens_here = t + 1, 0
+            assert tokens_here <= max_symbols_per_frame
             continue
         total += float(logprobs[head.blank_id])
         t, tokens_here = t + 1, 0

@@ -113,6 +113,19 @@ class HeadSpec:
         """Output index of big blank ``i`` (duration ``big_blank_durations[i]``)."""
         return self.blank_id - 1 - i
 
+    @property
+    def forced_advance(self) -> int:
+        """Frames the forced blank moves: 1, or for TDT its smallest positive duration (1 in every usual head).
+
+        After ``max_symbols_per_frame`` tokens at one frame, decoders take the *forced blank*: the standard blank
+        (TDT: with that duration), scored like any emission, as the only emission allowed there."""
+        return min(d for d in self.durations if d > 0) if self.kind == "tdt" else 1
+
+    @property
+    def forced_duration_index(self) -> int:
+        """TDT: the index of the forced blank's duration among ``durations`` (0 for other heads)."""
+        return self.durations.index(self.forced_advance) if self.kind == "tdt" else 0
+
 
 @runtime_checkable
 class Predictor(Protocol):

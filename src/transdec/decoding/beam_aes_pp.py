@@ -14,8 +14,10 @@ TDT duration or a big blank, or finished) wait in the beam. With ``S = min(num_s
    next current set. A sequence can arise twice in a frame (``y + k`` from ``y``, and ``y + k`` already in
    the beam): two different paths, both kept until the pool merges them (mAES instead drops the second and
    adds its prefix's share by prefix search).
-4. At step ``S`` only emissions that leave the frame are candidates, so a frame holds at most ``S`` tokens
-   that stay at it, and it is always left by a scored emission (for RNN-T: a blank).
+4. At step ``S`` the members have emitted ``S`` tokens at the frame: when ``S`` is ``max_symbols_per_frame`` the
+   forced blank is their only candidate (:mod:`transdec.decoding.greedy_reference`), and when it is a smaller
+   ``num_steps`` every emission that leaves the frame is (mAES's rule); so a frame holds at most ``S`` tokens
+   that stay at it, and it is always left by a scored emission.
 5. Pool entries with the same tokens at the same frame (or both finished) are merged (``merge``: keep the
    best, or the best with the log of the summed probabilities); the ``K`` best are the new beam.
 
@@ -102,6 +104,9 @@ class _Emissions:
             self.labels, self.durations, self.advance = labels, torch.zeros_like(labels), advance_by_label
         self.is_token = self.labels < head.num_tokens
         self.stays = self.advance == 0
+        forced_column = head.blank_id * len(duration_values) + head.forced_duration_index if head.kind == "tdt" \
+            else head.blank_id
+        self.not_forced = torch.arange(self.labels.shape[0], device=device) != forced_column
 
     def scores(self, scored: LabelScores) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(scores, am_logprobs, label_logprobs)``, each ``[N, C]``, of the ``N`` rows of ``scored``."""
@@ -160,6 +165,8 @@ class _AesSearch:
         batch_size, max_time, _ = encoder_out.shape
         beam, device = options.beam_size, encoder_out.device
         self.steps = min(options.num_steps, options.max_symbols_per_frame or options.num_steps)
+        # Whether the last step's members are at max_symbols_per_frame tokens (then only the forced blank is left).
+        self.forced_last = options.max_symbols_per_frame is not None and self.steps == options.max_symbols_per_frame
         self.lengths = lengths.unsqueeze(1)  # [B, 1]
         self.emissions = _Emissions(self.head, device)
         self.encoder_proj = self.joint.project_encoder(encoder_out)  # [B, T, J]
@@ -230,7 +237,8 @@ class _AesSearch:
         options = self.options
         scores, am_logprobs, label_logprobs = self.emissions.scores(scored)
         if last:
-            scores = scores.masked_fill(self.emissions.stays, -torch.inf)
+            scores = scores.masked_fill(self.emissions.not_forced if self.forced_last else self.emissions.stays,
+                                        -torch.inf)
         ranking = am_logprobs.masked_fill(torch.isinf(scores), -torch.inf) if options.pruning == "early" else scores
         width = min(options.beam_size + options.expansion_beta, ranking.shape[1])
         top_ranks, candidates = ranking.topk(width, dim=1)  # [B*K, W]

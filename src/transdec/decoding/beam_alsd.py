@@ -9,7 +9,7 @@ emitted at ``t`` since ``t`` last moved, its score and its predictor and fusion 
    (:mod:`transdec.decoding.greedy_reference`): each label output (and, for TDT, each duration with it),
    scored by :class:`~transdec.decoding.scoring.Scoring`. A blank moves ``t`` by 1, a big blank by its
    duration, a TDT emission by its duration (a blank by at least 1); a token of an RNN-T or multi-blank head
-   stays at ``t``; ``max_symbols_per_frame`` tokens at one frame force ``t`` on by one, scoring nothing.
+   stays at ``t``; after ``max_symbols_per_frame`` tokens at one frame the forced blank is the only emission.
    A finished hypothesis is carried over unchanged, so finished and unfinished ones compete in one beam.
 2. The ``beam_size`` best candidates are kept (only each hypothesis' ``beam_size`` best emissions can be
    among them, so only those are scored further). With fusions, ``pruning="late"`` ranks them by the fused
@@ -119,7 +119,10 @@ def _search(model: DecodingModel, scoring: Scoring, frames: torch.Tensor, option
                 continue
             scored = scoring(joint.combine(encoder_proj[hyp.time], hyp.predictor_proj[0]).unsqueeze(0), hyp.context)
             stats.joint_calls += 1
-            for emission in _moves(head, scored, options.beam_size, early=options.pruning == "early"):
+            forced = options.max_symbols_per_frame is not None and hyp.tokens_at_frame >= options.max_symbols_per_frame
+            moves = [forced_blank(head, scored)] if forced else _moves(head, scored, options.beam_size,
+                                                                       early=options.pruning == "early")
+            for emission in moves:
                 rank = emission.am_score if options.pruning == "early" else emission.score
                 candidates.append((hyp.score + rank, hyp, emission))
         candidates.sort(key=lambda c: -c[0])  # stable: ties keep hypothesis, label, duration order
@@ -154,6 +157,15 @@ def _moves(head: HeadSpec, scored: LabelScores, beam_size: int, early: bool = Fa
     return sorted(emissions, key=lambda e: -(e.am_score if early else e.score))[:beam_size]
 
 
+def forced_blank(head: HeadSpec, scored: LabelScores) -> Move:
+    """The forced blank of one joint call (see :mod:`transdec.decoding.greedy_reference`)."""
+    blank, index = head.blank_id, head.forced_duration_index
+    score, logprob = float(scored.scores[0, blank]), float(scored.label_logprobs[0, blank])
+    duration_logprob = float(scored.duration_logprobs[0, index]) if head.kind == "tdt" else 0.0
+    return Move(blank, head.forced_advance if head.kind == "tdt" else 0, head.forced_advance,
+                score + duration_logprob, logprob + duration_logprob, logprob, False)
+
+
 def _extend(model: DecodingModel, scoring: Scoring, hyp: _Hyp, emission: Move | None, options: AlsdOptions,
             stats: DecodingStats, device: torch.device) -> _Hyp:
     """``hyp`` after ``emission`` (None: a finished hypothesis, carried over)."""
@@ -171,8 +183,6 @@ def _extend(model: DecodingModel, scoring: Scoring, hyp: _Hyp, emission: Move | 
         new.time, new.tokens_at_frame = hyp.time + emission.advance, 0
     else:
         new.tokens_at_frame = hyp.tokens_at_frame + 1
-        if options.max_symbols_per_frame is not None and new.tokens_at_frame >= options.max_symbols_per_frame:
-            new.time, new.tokens_at_frame = hyp.time + 1, 0
     feed(model, scoring, new, emission.label, stats, device)
     return new
 

@@ -107,12 +107,12 @@ class AlsdSearch:
     hypothesis. A CUDA graph can then capture :meth:`start` and :meth:`step` and replay them on new inputs
     written into ``encoder_out`` and ``lengths`` (:mod:`transdec.decoding.beam_graphs`).
 
-    The hypotheses then get a fixed capacity of ``T * m`` steps (``m = max_symbols_per_frame``): a step runs
-    only while some hypothesis is searching, and one searching at step ``n`` took an emission at each of the
+    The hypotheses then get a fixed capacity of ``T * (m + 1)`` steps (``m = max_symbols_per_frame``): a step
+    runs only while some hypothesis is searching, and one searching at step ``n`` took an emission at each of the
     ``n - 1`` steps before (a finished hypothesis only stays, and so do all hypotheses extending it). At any
-    one frame it took at most ``m`` of them, the last of which moved it on (a blank, a TDT duration, or the
-    advance forced by the ``m``-th token), and it moved on at most ``T - 1`` times, each by a frame or more,
-    as it is still below frame ``T``: ``n - 1 <= (T - 1) * m + (m - 1)``, so ``n <= T * m``.
+    one frame it took at most ``m + 1`` of them (``m`` tokens, then the forced blank), the last of which moved it
+    on, and it moved on at most ``T - 1`` times, each by a frame or more, as it is still below frame ``T``:
+    ``n - 1 <= (T - 1) * (m + 1) + m``, so ``n <= T * (m + 1)``.
 
     Without ``in_place``, updates rebind attributes and the predictor runs on the hypotheses that emitted a
     token only, which costs less on a CPU.
@@ -132,7 +132,7 @@ class AlsdSearch:
         if in_place:
             if options.max_symbols_per_frame is None:
                 raise ValueError("an in-place ALSD++ search needs a max_symbols_per_frame to bound its steps")
-            capacity = max(self.max_time * options.max_symbols_per_frame, 1)
+            capacity = max(self.max_time * (options.max_symbols_per_frame + 1), 1)
             self.hyps = BatchedBeamHyps(batch_size, beam, device, encoder_out.dtype, fixed_capacity=capacity)
             self.calls = torch.zeros(2, dtype=torch.long, device=device)  # predictor, joint
             self.active_any = torch.zeros((), dtype=torch.bool, device=device)
@@ -184,7 +184,7 @@ class AlsdSearch:
             self.calls[1].add_(1)
         else:
             self.stats.joint_calls += 1
-        emission = self._best_emissions(scored)  # fields [B*K, E]
+        emission = self._best_emissions(scored, hyps.tokens_at_frame.view(-1))  # fields [B*K, E]
 
         # Candidates: each active hypothesis' best emissions, and for a finished one itself, unchanged.
         scores = hyps.scores.view(-1, 1)
@@ -224,10 +224,6 @@ class AlsdSearch:
         tokens_at_frame = torch.where(tokens & (advance == 0), hyps.tokens_at_frame + 1,
                                       torch.where(stays, hyps.tokens_at_frame, 0))
         time = hyps.time + advance
-        if self.options.max_symbols_per_frame is not None:
-            forced = tokens_at_frame >= self.options.max_symbols_per_frame
-            time = time + forced
-            tokens_at_frame = tokens_at_frame.masked_fill(forced, 0)
         hyps.add_step(parents, torch.where(tokens, labels, -1), hyps.time, durations, label_logprobs)
         hyps.assign(scores=top_scores, am_scores=hyps.am_scores + am_logprobs.masked_fill(stays, 0.0), time=time,
                     tokens_at_frame=tokens_at_frame)
@@ -238,9 +234,32 @@ class AlsdSearch:
             self._update_active_any()
         return True
 
-    def _best_emissions(self, scored: LabelScores) -> dict[str, torch.Tensor]:
+    def _best_emissions(self, scored: LabelScores, tokens_at_frame: torch.Tensor) -> dict[str, torch.Tensor]:
         """Each hypothesis' ``E`` best emissions ``[B*K, E]``: its ``K`` best labels (times its ``K`` best
-        durations for TDT) with their decision scores, scores without fusions and label log-probs."""
+        durations for TDT) with their decision scores, scores without fusions and label log-probs; for a
+        hypothesis with ``max_symbols_per_frame`` tokens at its frame (``tokens_at_frame [B*K]``), the forced
+        blank alone."""
+        emission = self._top_emissions(scored)
+        limit = self.options.max_symbols_per_frame
+        if limit is None:
+            return emission
+        forced = (tokens_at_frame >= limit).unsqueeze(1)  # [B*K, 1]
+        head = self.head
+        only = forced & (torch.arange(emission["label"].shape[1], device=forced.device) == 0)  # its first column
+        blank = head.blank_id
+        label_logprob = scored.label_logprobs[:, blank : blank + 1]
+        duration_logprob = (scored.duration_logprobs[:, head.forced_duration_index : head.forced_duration_index + 1]
+                            if head.kind == "tdt" else torch.zeros_like(label_logprob))
+        forced_values = {"label": blank, "duration": head.forced_advance if head.kind == "tdt" else 0,
+                         "score": scored.scores[:, blank : blank + 1] + duration_logprob,
+                         "am_logprob": label_logprob + duration_logprob, "label_logprob": label_logprob}
+        for name, value in forced_values.items():
+            other = -torch.inf if name in ("score", "am_logprob") else emission[name]
+            emission[name] = torch.where(only, value, torch.where(forced, other, emission[name]))
+        return emission
+
+    def _top_emissions(self, scored: LabelScores) -> dict[str, torch.Tensor]:
+        """:meth:`_best_emissions` without the forced blank."""
         beam = self.options.beam_size
         by = scored.label_logprobs if self.options.pruning == "early" else scored.scores
         _, labels = by.topk(min(beam, scored.scores.shape[1]), dim=1)  # [N, k1]

@@ -3,8 +3,8 @@ utterance at a time: a readable baseline and specification.
 
 Terms. A *path* is one sequence of emissions under the decoding rules of
 :mod:`transdec.decoding.greedy_reference` (a blank moves time by 1, a big blank by its duration, a TDT emission by
-its duration (a blank by at least 1), a token of an RNN-T or multi-blank head stays at its frame, and
-``max_symbols_per_frame`` tokens at one frame force time on by one frame, scoring nothing). Its score is the sum
+its duration (a blank by at least 1), a token of an RNN-T or multi-blank head stays at its frame, and after
+``max_symbols_per_frame`` tokens at one frame the forced blank is the only emission). Its score is the sum
 of its emissions' scores from :class:`~transdec.decoding.scoring.Scoring` (fused; for TDT plus the duration's
 log-prob). The search works on token *sequences*: the entry of a sequence holds the paths to it that the search has
 combined, as their total (``merge="logsumexp"``, the paper's rule) or their best (``merge="max"``), see
@@ -18,14 +18,15 @@ The search, frame by frame (``t = 0 .. T-1``), with ``W = beam_size``:
 3. While ``A`` is not empty and fewer than ``W`` entries of ``B`` score higher than the best of ``A``: take the best
    ``y*`` out of ``A`` and expand it by every emission (every label output, for TDT with every duration; the
    paper's ``for k in Y``). An emission that leaves frame ``t`` (a blank of any kind,
-   a TDT emission with a positive duration, a token that reaches ``max_symbols_per_frame``) adds the extended
+   a TDT emission with a positive duration, a token that reaches ``max_symbols_per_frame`` with the forced blank
+   after it) adds the extended
    path set to ``B``, merged with what ``B`` holds for the same sequence at the same frame; a token that stays at
    ``t`` adds ``y* + k`` to ``A``, except when ``y* + k`` was in ``A`` at the start of the frame: the prefix step
    has already counted every path to it, those through ``y*`` included.
 4. Only the ``W`` best entries of ``B`` are kept.
 
 ``B`` is every entry waiting at a later frame or finished. For RNN-T that is exactly the paper's ``B``, the
-sequences that have left frame ``t`` (by its blank, or by the forced move); for TDT and multi-blank heads, whose
+sequences that have left frame ``t`` (by its blank, or by the forced blank); for TDT and multi-blank heads, whose
 emissions can skip frames, it is the natural generalisation (the one NeMo's TDT beam search takes): an entry is a
 sequence *at a frame*, a sequence that arrives at one frame by two routes is one entry, at two frames two entries,
 and entries of every later frame and finished ones compete in one beam. A path that moves past the last frame is
@@ -34,7 +35,7 @@ finished.
 ``max_symbols_per_frame = n``: the paths combined in one entry of ``A`` can have emitted different numbers of
 tokens at frame ``t`` (the prefix step adds paths with up to ``n - 1`` tokens there), and those have different
 futures. So an entry of ``A`` keeps its paths in ``n`` buckets by that number, each a :class:`PathSum`; it is
-ranked by their combination, and a token from bucket ``n - 1`` leaves the frame (greedy's forced move). With
+ranked by their combination, and a token from bucket ``n - 1`` leaves the frame by the forced blank. With
 ``None`` there is one bucket and no limit; a frame's expansion then ends only by the beam criterion.
 
 The n-best are the finished entries ranked by score (by score per token with ``length_norm``; Graves ranks by
@@ -118,7 +119,7 @@ class _StayingChildren:
     def __init__(self, search: FrameSearch, frame: int, tokens: Tokens, buckets: Buckets, row: ScoredRow,
                  initial: set[Tokens]) -> None:
         self.search, self.frame, self.tokens, self.row, self.initial = search, frame, tokens, row, initial
-        # The buckets that may emit one more token here; tokens from bucket n - 1 are forced on (_LeavingTokens).
+        # The buckets that may emit one more token here; a token from bucket n - 1 takes the forced blank (_expand).
         self.parents = buckets if search.max_symbols is None else buckets[: search.max_symbols - 1]
         base = search.total(self.parents)
         self.duration_index = search.stay_duration or 0
@@ -177,13 +178,12 @@ class _StayingChildren:
 
 class _LeavingTokens(LeavingTokens):
     """The token emissions of an entry ``y*`` taken out of ``A`` that leave the frame: for TDT each token with each
-    positive duration (from all of ``y*``'s paths), with ``max_symbols_per_frame`` each token that stays (from
-    bucket ``n - 1``, forced on by one frame)."""
+    positive duration (from all of ``y*``'s paths). (With ``max_symbols_per_frame`` a token from bucket ``n - 1``
+    leaves too, by the forced blank after it; :func:`_expand` sends those at once.)"""
 
     def __init__(self, search: FrameSearch, frame: int, tokens: Tokens, buckets: Buckets, row: ScoredRow) -> None:
         self.search, self.frame, self.tokens, self.row = search, frame, tokens, row
-        # target frame -> (paths, duration index) of every emission there; several where they meet (at the end,
-        # or a TDT duration of 1 with a forced move).
+        # target frame -> (paths, duration index) of every emission there; several where they meet (at the end).
         self.sources: dict[int, list[tuple[PathSum, int]]] = {}
         end = search.num_frames
         if search.head.kind == "tdt":
@@ -191,8 +191,6 @@ class _LeavingTokens(LeavingTokens):
             for index, duration in enumerate(search.head.durations):
                 if duration > 0:
                     self.sources.setdefault(min(frame + duration, end), []).append((everything, index))
-        if search.max_symbols is not None and search.tokens_can_stay and buckets[-1] is not None:
-            self.sources.setdefault(min(frame + 1, end), []).append((buckets[-1], search.stay_duration or 0))
 
     def share(self, frame: int, token: int) -> PathSum | None:
         search, result = self.search, None
@@ -297,6 +295,15 @@ def _expand(search: FrameSearch, frame: int, tokens: Tokens, buckets: Buckets, i
     leaving = _LeavingTokens(search, frame, tokens, buckets, row)
     if leaving.sources:
         search.open_exits(leaving, beam_size)
+    if search.max_symbols is not None and search.tokens_can_stay and buckets[-1] is not None:
+        # The paths with max_symbols_per_frame - 1 tokens here: each token is their last at this frame, and the
+        # forced blank after it (scored on the child's own joint row) takes them on. Every child, in one call.
+        children = [tokens + (token,) for token in range(search.head.num_tokens)]
+        search.rows(frame, children)
+        for token, child in enumerate(children):
+            paths = search.extend(buckets[-1], search.move(row, token, search.stay_duration or 0), frame)
+            forced = search.forced_blank(frame, child)
+            search.send(frame + forced.advance, child, search.extend(paths, forced, frame))
     if not search.tokens_can_stay:
         return None
     children = _StayingChildren(search, frame, tokens, buckets, row, initial)

@@ -5,8 +5,9 @@ the ``beam_size`` best, and expands each with one joint call over the window of 
 (``n = min(window_size, T - t)``), its predictor output fixed. The window defines which emission comes next:
 
 * token ``v`` at window position ``k``: blanks at ``t .. t+k-1``, then ``v`` at ``t+k``; score the blanks' and
-  the token's (fused) scores; the hypothesis then waits at ``t+k`` (a token keeps the frame), or at ``t+k+1`` if
-  that was its ``max_symbols_per_frame``-th token there (the forced move of greedy decoding, scoring nothing);
+  the token's (fused) scores; the hypothesis then waits at ``t+k`` (a token keeps the frame). A hypothesis that
+  emitted ``max_symbols_per_frame`` tokens at ``t`` has no token at position 0: there its next emission is the
+  forced blank, which for RNN-T is the blank;
 * the blank: blanks over the whole window; the hypothesis waits at ``t+n``.
 
 Each hypothesis keeps its ``beam_size`` best of these ``n * V + 1`` expansions. A hypothesis that waits at or past
@@ -133,11 +134,16 @@ def _expand(model: DecodingModel, scoring: Scoring, encoder_proj: torch.Tensor, 
     # Blanks before each window position: [n + 1], the last one the whole window.
     blanks = torch.cat([scores.new_zeros(1), scores[:, head.blank_id].cumsum(0)])
     am_blanks = torch.cat([logprobs.new_zeros(1), logprobs[:, head.blank_id].cumsum(0)])
-    token_scores = (blanks[:size].unsqueeze(1) + scores[:, : head.num_tokens]).flatten()  # [n * V]
+    token_scores = blanks[:size].unsqueeze(1) + scores[:, : head.num_tokens]  # [n, V]
+    if options.max_symbols_per_frame is not None and hyp.tokens_at_frame >= options.max_symbols_per_frame:
+        token_scores[0] = -torch.inf  # the forced blank at t
+    token_scores = token_scores.flatten()  # [n * V]
     candidates = torch.cat([token_scores, blanks[size:]])
     best_scores, best = candidates.topk(min(options.beam_size, candidates.shape[0]))
     expansions = []
     for score, index in zip(best_scores.tolist(), best.tolist()):
+        if score == -float("inf"):  # a token the forced blank rules out
+            continue
         if index == size * head.num_tokens:  # the blank over the whole window
             expansions.append(dataclasses.replace(hyp, time=t + size, tokens_at_frame=0, score=hyp.score + score,
                                                   am_score=hyp.am_score + float(am_blanks[size])))
@@ -148,8 +154,6 @@ def _expand(model: DecodingModel, scoring: Scoring, encoder_proj: torch.Tensor, 
                                   time=t + k, tokens_at_frame=(hyp.tokens_at_frame if k == 0 else 0) + 1,
                                   score=hyp.score + score,
                                   am_score=hyp.am_score + float(am_blanks[k] + logprobs[k, token]))
-        if options.max_symbols_per_frame is not None and new.tokens_at_frame >= options.max_symbols_per_frame:
-            new.time, new.tokens_at_frame = new.time + 1, 0
         new.pending = token
         expansions.append(new)
     return expansions

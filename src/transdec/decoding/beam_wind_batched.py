@@ -153,10 +153,16 @@ class _WindSearch:
             blanks = values[:, :, head.blank_id].masked_fill(~inside, 0.0)
             return torch.cat([blanks.new_zeros(count, 1), blanks.cumsum(dim=1)], dim=1)
 
+        # A hypothesis with max_symbols_per_frame tokens at t has no token at window position 0 (the forced blank).
+        allowed = inside
+        if self.options.max_symbols_per_frame is not None:
+            forced = hyps.tokens_at_frame.gather(1, taken).view(-1, 1) >= self.options.max_symbols_per_frame
+            allowed = inside & ~(forced & (torch.arange(window, device=t.device) == 0))
+
         def with_runs(values: torch.Tensor, runs: torch.Tensor) -> torch.Tensor:
             """``[B*K, n * V + 1]``: blanks then each token at each position, then blanks over the whole window."""
             tokens = (runs[:, :window].unsqueeze(2) + values[:, :, : head.num_tokens]).masked_fill(
-                ~inside.unsqueeze(2), -torch.inf)
+                ~allowed.unsqueeze(2), -torch.inf)
             return torch.cat([tokens.flatten(1), runs.gather(1, inside.sum(dim=1, keepdim=True))], dim=1)
 
         scores = with_runs(scored.scores, blank_runs(scored.scores))
@@ -178,10 +184,6 @@ class _WindSearch:
         emitted = token >= 0
         tokens_at_frame = torch.where(emitted, torch.where(offset == 0, taken_fields["tokens_at_frame"], 0) + 1, 0)
         time = per_taken(parent) + torch.where(whole_window, inside.sum(dim=1, keepdim=True), offset)
-        if self.options.max_symbols_per_frame is not None:
-            forced = tokens_at_frame >= self.options.max_symbols_per_frame
-            time = time + forced
-            tokens_at_frame = tokens_at_frame.masked_fill(forced, 0)
         new = {
             "scores": torch.where(per_taken(valid) & (top_scores > -torch.inf), taken_fields["scores"] + top_scores,
                                   -torch.inf),

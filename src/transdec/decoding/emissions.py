@@ -57,11 +57,17 @@ class GreedyHead:
         self.head = scoring.head
         self._advance_by_label, self._duration_values = lookup_tables(self.head, device)
 
-    def __call__(self, logits: torch.Tensor, context: tuple[torch.Tensor, ...] = ()) -> Emissions:
-        """Emissions of ``logits [B, ..., C]``; ``context`` is the scoring context of the ``B`` rows."""
+    def __call__(self, logits: torch.Tensor, context: tuple[torch.Tensor, ...] = (),
+                 forced: torch.Tensor | None = None) -> Emissions:
+        """Emissions of ``logits [B, ..., C]``; ``context`` is the scoring context of the ``B`` rows. Where
+        ``forced [B, ...]`` is True the emission is the forced blank (:attr:`~transdec.protocol.HeadSpec.
+        forced_advance`), whatever the argmax."""
         head = self.head
         scored = self.scoring(logits, context)
         label_scores, labels = scored.scores.max(dim=-1)
+        if forced is not None:
+            labels = labels.masked_fill(forced, head.blank_id)
+            label_scores = torch.where(forced, scored.scores[..., head.blank_id], label_scores)
         if scored.scores is scored.label_logprobs:  # no fusion: spare the gather
             label_logprobs = label_scores
         else:
@@ -76,6 +82,10 @@ class GreedyHead:
                 scores=label_scores,
             )
         duration_logprobs, duration_index = scored.duration_logprobs.max(dim=-1)
+        if forced is not None:
+            duration_index = duration_index.masked_fill(forced, head.forced_duration_index)
+            duration_logprobs = torch.where(forced, scored.duration_logprobs[..., head.forced_duration_index],
+                                            duration_logprobs)
         durations = self._duration_values[duration_index]
         is_blank = labels == head.blank_id
         return Emissions(

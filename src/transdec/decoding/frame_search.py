@@ -357,6 +357,11 @@ class FrameSearch:
             return [self.move(row, num_tokens, d) for d in range(len(self.head.durations))]
         return [self.move(row, label) for label in range(num_tokens, num_labels)]
 
+    def forced_blank(self, frame: int, tokens: Tokens) -> Move:
+        """The forced blank after ``tokens`` at ``frame``: the only emission once a path has emitted
+        ``max_symbols_per_frame`` tokens there (see :mod:`transdec.decoding.greedy_reference`)."""
+        return self.move(self.row(frame, tokens), self.head.blank_id, self.head.forced_duration_index)
+
     def stay_move(self, frame: int, tokens: Tokens, token: int) -> Move:
         """The emission of ``token`` after ``tokens`` at ``frame`` that stays at the frame."""
         return self.move(self.row(frame, tokens), token, self.stay_duration or 0)
@@ -413,10 +418,10 @@ class FrameSearch:
                initial: set[Tokens]) -> dict[Tokens, Buckets]:
         """Extend the entry ``tokens`` of ``frame`` by ``moves``.
 
-        Moves that leave the frame (a blank of any kind, a TDT emission with a positive duration, a token that
-        reaches ``max_symbols_per_frame``) go to :attr:`pending`; returns the entries of the tokens that stay, by
-        sequence, leaving out the sequences in ``initial`` (the frame's entries after the prefix step, which already
-        hold every path to them from this frame's entries).
+        Moves that leave the frame (a blank of any kind, a TDT emission with a positive duration) go to
+        :attr:`pending`, and so does a token that reaches ``max_symbols_per_frame``, with the forced blank after it;
+        returns the entries of the tokens that stay, by sequence, leaving out the sequences in ``initial`` (the
+        frame's entries after the prefix step, which already hold every path to them from this frame's entries).
         """
         children: dict[Tokens, Buckets] = {}
         everything = None
@@ -434,7 +439,8 @@ class FrameSearch:
                     continue
                 extended = self.extend(paths, move, frame)
                 if self.max_symbols is not None and emitted + 1 >= self.max_symbols:
-                    self.send(frame + 1, child, extended)  # the forced move: on by one frame, scoring nothing
+                    forced = self.forced_blank(frame, child)
+                    self.send(frame + forced.advance, child, self.extend(extended, forced, frame))
                 elif child not in initial:
                     bucket = emitted + 1 if self.max_symbols is not None else 0
                     child_buckets[bucket] = combine(child_buckets[bucket], extended, self.merge)

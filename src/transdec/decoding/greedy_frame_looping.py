@@ -83,7 +83,9 @@ def greedy_frame_looping(
         while True:
             predictor_out, new_state = predictor.step(labels, state)
             stats.predictor_calls += 1
-            emissions = read(joint.combine(frame_proj, joint.project_predictor(predictor_out)), context)
+            # Rows still at frame t after max_symbols_per_frame tokens there take the forced blank.
+            forced = None if max_symbols_per_frame is None or steps < max_symbols_per_frame else ~done
+            emissions = read(joint.combine(frame_proj, joint.project_predictor(predictor_out)), context, forced)
             stats.joint_calls += 1
             scored = ~done
             emits = scored & ~emissions.is_blank
@@ -97,9 +99,6 @@ def greedy_frame_looping(
             advance = torch.where(moves, emissions.advance, advance)
             done = done | moves
             steps += 1
-            if max_symbols_per_frame is not None and steps >= max_symbols_per_frame:
-                advance = torch.where(done, advance, 1)  # forced advance of rows still emitting
-                break
             if done.all():
                 break
         t += int(advance[in_frame].min())

@@ -11,7 +11,7 @@ With ``window_size > 1`` the inner loop scores a window of frames per joint call
 The result is identical to :func:`~transdec.decoding.greedy_reference.greedy_reference` for RNN-T,
 TDT and multi-blank heads, stateful and stateless predictors: each utterance keeps its own frame index
 and moves it by exactly the advance the reference would (a TDT duration, a big blank's duration, the
-forced advance of ``max_symbols_per_frame``).
+forced blank after ``max_symbols_per_frame`` tokens, which the search pass takes at the row's frame).
 
 The encoder projection is computed once for the batch and the predictor projection once per outer
 step (paper, Sec. 3.4). All bookkeeping is masked tensor updates; the only host syncs are the loop
@@ -210,7 +210,7 @@ class LabelLoopingSearch:
         encoder_out = self.encoder_out if self.compute_dtype is None else self.encoder_out.to(self.compute_dtype)
         self._set("encoder_proj", self.joint.project_encoder(encoder_out))  # [B, T, J]
         if self.skipper is None or not self.in_place:
-            args = (self.read, self.joint, self.encoder_proj, self.lengths, self.hyps)
+            args = (self.read, self.joint, self.encoder_proj, self.lengths, self.hyps, self.max_symbols_per_frame)
             self.skipper = _BlankSkipper(*args) if self.window_size == 1 else WindowSkipper(*args, self.window_size)
         self.hyps.reset()
         self._set("time", torch.zeros(batch_size, dtype=torch.long, device=device))  # each row's frame
@@ -240,7 +240,7 @@ class LabelLoopingSearch:
             logits = self.skipper.logits(self.predictor_proj, self.time)
             greedy_kernels.search_pass(self.head, logits.view(logits.shape[0], -1, logits.shape[-1]), *self.tables,
                                        self.time, self.lengths, self.tokens_at_frame, self.hyps.scores,
-                                       self.searching, self.found)
+                                       self.searching, self.found, self.max_symbols_per_frame)
             self._set("searching_any", self.searching.any())
             return
         found, searching = self.skipper.step(self.predictor_proj, self.context, self.time, self.tokens_at_frame,
@@ -252,8 +252,8 @@ class LabelLoopingSearch:
     def end_label(self) -> None:
         """Record the label of each row that found one before its end, and move its frame as the label says."""
         if self.fused:
-            greedy_kernels.end_label(self.head, self.max_symbols_per_frame, self.found, self.time, self.lengths,
-                                     self.tokens_at_frame, self.active, self.labels, self.hyps)
+            greedy_kernels.end_label(self.head, self.found, self.time, self.lengths, self.tokens_at_frame,
+                                     self.active, self.labels, self.hyps)
             self._set("active_any", self.active.any())
             return
         found, time = self.found, self.time
@@ -264,10 +264,6 @@ class LabelLoopingSearch:
         stays = active & (found.advance == 0)
         self._set("tokens_at_frame", torch.where(stays, self.tokens_at_frame + 1, 0))
         time += torch.where(active, found.advance, 0)
-        if self.max_symbols_per_frame is not None:
-            forced = self.tokens_at_frame >= self.max_symbols_per_frame
-            time += forced
-            self.tokens_at_frame.masked_fill_(forced, 0)
         active = time < self.lengths
         self._set("active", active)
         # Finished rows still go through the predictor with the rest; feed them the blank, a valid input.
@@ -292,13 +288,15 @@ class _BlankSkipper:
     """The inner loop's pass: moves each searching utterance over one blank."""
 
     def __init__(
-        self, read: GreedyHead, joint: Joint, encoder_proj: torch.Tensor, lengths: torch.Tensor, hyps: BatchedHyps
+        self, read: GreedyHead, joint: Joint, encoder_proj: torch.Tensor, lengths: torch.Tensor, hyps: BatchedHyps,
+        max_symbols_per_frame: int | None,
     ) -> None:
         self.read = read
         self.joint = joint
         self.encoder_proj = encoder_proj
         self.lengths = lengths
         self.hyps = hyps
+        self.max_symbols = max_symbols_per_frame
         self.rows = torch.arange(encoder_proj.shape[0], device=encoder_proj.device)
         self.last_frame = max(encoder_proj.shape[1] - 1, 0)
 
@@ -318,7 +316,8 @@ class _BlankSkipper:
         found its label in an earlier pass is scored again, on the same frame and predictor output, in
         every later pass, so the last pass holds every row's label and no per-field merging is needed.
         """
-        emissions = self.read(self.logits(predictor_proj, time), context)
+        forced = None if self.max_symbols is None else tokens_at_frame >= self.max_symbols
+        emissions = self.read(self.logits(predictor_proj, time), context, forced)
         on_blank = searching & emissions.is_blank
         self.hyps.add_scores(on_blank, emissions.scores)
         time += torch.where(on_blank, emissions.advance, 0)

@@ -14,8 +14,10 @@ Semantics, with ``t`` the current encoder frame of an utterance of ``T`` frames:
 * TDT: the label (tokens and blank) and the duration are two independent argmaxes over separately
   normalised logits. A token is emitted with that duration and ``t`` moves by it (0 keeps ``t``); a
   blank moves ``t`` by its duration, and by 1 if the duration is 0.
-* ``max_symbols_per_frame = n``: after ``n`` tokens emitted at one frame without ``t`` moving, ``t``
-  is forced forward by 1 (no blank is scored). ``None`` sets no limit.
+* ``max_symbols_per_frame = n``: after ``n`` tokens emitted at one frame without ``t`` moving, the next
+  emission is the *forced blank* whatever the argmax: the blank (multi-blank: the standard blank; TDT: the blank
+  with duration 1, or the smallest positive duration a head without 1 has), scored as any emission, so that a
+  score is always the log-probability of a path. It moves ``t`` by 1 (that duration). ``None`` sets no limit.
 * Decoding stops once ``t >= T``; a duration or big blank may jump past the end.
 * A token's timestamp is the frame it was emitted at; its duration is the TDT duration, or 0.
 * The score is the sum of the log-probabilities of all emissions, blanks included; for TDT each
@@ -80,7 +82,8 @@ def _decode_utterance(
     while t < frames.shape[0]:
         scored = scoring(joint.combine(encoder_proj[t], predictor_proj).unsqueeze(0), context)
         stats.joint_calls += 1
-        label, duration, advance, label_logprob, logprob = _read_step(head, scored)
+        forced = max_symbols_per_frame is not None and tokens_at_frame >= max_symbols_per_frame
+        label, duration, advance, label_logprob, logprob = _read_step(head, scored, forced)
         hyp.score += logprob
         stats.emissions["blank" if label >= head.num_tokens else "token", advance] += 1
         if label >= head.num_tokens:  # a blank of any kind
@@ -102,14 +105,12 @@ def _decode_utterance(
             tokens_at_frame = 0
         else:
             tokens_at_frame += 1
-            if max_symbols_per_frame is not None and tokens_at_frame >= max_symbols_per_frame:
-                t += 1
-                tokens_at_frame = 0
     return hyp
 
 
-def _read_step(head: HeadSpec, scored: LabelScores) -> tuple[int, int, int, float, float]:
-    """The greedy choice from the scores of one joint call (``[1, L]`` and, for TDT, ``[1, K]``).
+def _read_step(head: HeadSpec, scored: LabelScores, forced: bool = False) -> tuple[int, int, int, float, float]:
+    """The greedy choice from the scores of one joint call (``[1, L]`` and, for TDT, ``[1, K]``), or with
+    ``forced`` the forced blank.
 
     Returns ``(label, duration, advance, label_logprob, score)``: ``duration`` is the TDT duration (0 for
     other heads), ``advance`` how far ``t`` moves (see the module docstring), ``label_logprob`` the
@@ -117,10 +118,14 @@ def _read_step(head: HeadSpec, scored: LabelScores) -> tuple[int, int, int, floa
     """
     scores = scored.scores[0].tolist()
     label = max(range(len(scores)), key=scores.__getitem__)  # the first of equal maxima, as torch.argmax
+    if forced:
+        label = head.blank_id
     label_logprob = float(scored.label_logprobs[0, label])
     if head.kind == "tdt":
         duration_logprobs = scored.duration_logprobs[0].tolist()
         duration_index = max(range(len(duration_logprobs)), key=duration_logprobs.__getitem__)
+        if forced:
+            duration_index = head.forced_duration_index
         duration = head.durations[duration_index]
         advance = max(duration, 1) if label == head.blank_id else duration
         return label, duration, advance, label_logprob, scores[label] + duration_logprobs[duration_index]

@@ -73,8 +73,12 @@ def _decode_utterance(model: DecodingModel, read: GreedyHead, frames: torch.Tens
         # Look for the next label, a window at a time.
         while True:
             size = min(window, num_frames - t)
+            # The forced blank after max_symbols_per_frame tokens at frame t: the window's first emission.
+            forced = None
+            if max_symbols_per_frame is not None and tokens_at_frame >= max_symbols_per_frame:
+                forced = torch.arange(size, device=frames.device) == 0
             # fields [size]; the one hypothesis' context [1, V] broadcasts over the window
-            emissions = read(joint.combine(encoder_proj[t : t + size], predictor_proj), context)
+            emissions = read(joint.combine(encoder_proj[t : t + size], predictor_proj), context, forced)
             stats.joint_calls += 1
             is_blank = emissions.is_blank.tolist()
             advance = emissions.advance.tolist()
@@ -105,7 +109,4 @@ def _decode_utterance(model: DecodingModel, read: GreedyHead, frames: torch.Tens
             tokens_at_frame = 0
         else:
             tokens_at_frame += 1
-            if max_symbols_per_frame is not None and tokens_at_frame >= max_symbols_per_frame:
-                t += 1
-                tokens_at_frame = 0
     return hyp

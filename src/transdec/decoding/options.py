@@ -38,8 +38,8 @@ class GreedyOptions(DecodingOptions):
     """Options of every greedy strategy."""
 
     max_symbols_per_frame: int | None = option(
-        10, "tokens allowed at one frame before time is forced forward (none: no limit; a model that never "
-            "emits a blank then never stops)")
+        10, "tokens allowed at one frame; after them the blank is forced, and scored (none: no limit; a model that "
+            "never emits a blank then never stops)")
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -67,7 +67,7 @@ MERGE_RULES = ("max", "logsumexp", "none")
 @dataclass(frozen=True)
 class BeamOptions(GreedyOptions):
     """Options every beam search takes. ``max_symbols_per_frame`` means what it means in greedy decoding: after
-    that many tokens at one frame a hypothesis moves on one frame, scoring nothing."""
+    that many tokens at one frame a hypothesis' only emission is the forced blank, scored like any other."""
 
     beam_size: int = option(4, "hypotheses kept per utterance")
     nbest: int = option(1, "hypotheses returned per utterance, best first (at most beam_size)")

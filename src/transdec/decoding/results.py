@@ -23,7 +23,7 @@ class Hypothesis:
             multi-blank (their labels never advance time).
         token_logprobs: log-probability of each token's label (for TDT without the duration term).
         score: log-probability of the whole decoded path: every label and blank emission, including
-            TDT duration terms. Frames skipped by a forced advance (``max_symbols_per_frame``) add nothing.
+            TDT duration terms (the forced blank after ``max_symbols_per_frame`` tokens counts like any blank).
             With fusions, the fused score; for beam search with log-sum-exp merging, the merged score of
             every path to these tokens the search combined.
         am_score: beam search only (else None): ``score`` without the fusions' terms.

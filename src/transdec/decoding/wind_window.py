@@ -48,8 +48,9 @@ class WindowSkipper:
     """Label-looping's inner-loop pass with a window: looks for each searching row's next label in ``w`` frames."""
 
     def __init__(self, read: GreedyHead, joint: Joint, encoder_proj: torch.Tensor, lengths: torch.Tensor,
-                 hyps: BatchedHyps, window: int) -> None:
+                 hyps: BatchedHyps, max_symbols_per_frame: int | None, window: int) -> None:
         self.read = read
+        self.max_symbols = max_symbols_per_frame
         self.joint = joint
         self.encoder_proj = encoder_proj
         self.lengths = lengths
@@ -77,7 +78,10 @@ class WindowSkipper:
         each row's new ``time`` (a label where the row found one) and the rows still searching."""
         w = self.window
         inside = time.unsqueeze(1) + self.offsets < self.lengths.unsqueeze(1)  # [B, w]
-        emissions = self.read(self.logits(predictor_proj, time), context)  # fields [B, w]
+        # The forced blank (after max_symbols_per_frame tokens at a frame) can only be at the window's start.
+        forced = None if self.max_symbols is None else (
+            (tokens_at_frame >= self.max_symbols).unsqueeze(1) & (self.offsets == 0))
+        emissions = self.read(self.logits(predictor_proj, time), context, forced)  # fields [B, w]
 
         step_blank = inside & emissions.is_blank
         end, crossed = self._chain_end(step_blank, emissions)
