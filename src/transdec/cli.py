@@ -24,6 +24,9 @@ from transdec.runtime import configure_malloc
 from transdec.training.specaugment import SpecAugmentConfig
 
 
+MODEL_HELP = "bundled model name, model file, .nemo checkpoint or ONNX export directory"
+
+
 class _Parser(argparse.ArgumentParser):
     """An argument parser whose errors are one line, like every other error of the command line."""
 
@@ -250,9 +253,7 @@ def _add_transcribe_parser(subparsers: argparse._SubParsersAction) -> None:
                "transcribe; 2 a usage error (a bad option, a missing model, an output that cannot be written); 130 "
                "interrupted (Ctrl-C or SIGTERM), with the results so far in OUTPUT.partial when --output is given")
     p.add_argument("paths", nargs="+", metavar="PATH")
-    p.add_argument("--model", default="tiny-en-rnnt",
-                   help="bundled model name, model file, .nemo checkpoint or ONNX export directory (default: "
-                        "%(default)s)")
+    p.add_argument("--model", default="tiny-en-rnnt", help=MODEL_HELP + " (default: %(default)s)")
     p.add_argument("--batch-size", type=_at_least(1), default=16)
     p.add_argument("--device", default="cpu")
     _add_length_policy_argument(p)
@@ -279,9 +280,7 @@ def _add_evaluate_parser(subparsers: argparse._SubParsersAction) -> None:
         epilog="exit codes: 0 every item evaluated; 1 some items could not be (each is reported) or none could; 2 a "
                "usage error (a bad option, a missing manifest or model); 130 interrupted")
     p.add_argument("manifest")
-    p.add_argument("--model", default="tiny-en-rnnt",
-                   help="bundled model name, model file, .nemo checkpoint or ONNX export directory (default: "
-                        "%(default)s)")
+    p.add_argument("--model", default="tiny-en-rnnt", help=MODEL_HELP + " (default: %(default)s)")
     p.add_argument("--batch-size", type=_at_least(1), default=16)
     p.add_argument("--warmup", type=_at_least(0), default=1, metavar="BATCHES", help="untimed batches before timing")
     p.add_argument("--normalizer", choices=["whisper", "none"], default="whisper",
@@ -346,7 +345,7 @@ def _add_inspect_parser(subparsers: argparse._SubParsersAction) -> None:
                     "transdec cannot load, every setting that stops it.",
         epilog="exit codes: 0 transdec loads the model; 1 it does not (the reasons are listed); 2 a usage error or a "
                "file that is no model")
-    p.add_argument("model", help="bundled model name, model file, .nemo checkpoint or ONNX export directory")
+    p.add_argument("model", help=MODEL_HELP)
     p.add_argument("--format", choices=["text", "json"], default="text")
 
 
