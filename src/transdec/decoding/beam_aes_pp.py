@@ -39,9 +39,9 @@ from dataclasses import dataclass
 
 import torch
 
-from transdec.decoding.beam_hyps import (HASH_BASE, HASH_MODULUS, BatchedBeamHyps, live_entries, merge_equal,
+from transdec.decoding.beam_hyps import (BatchedBeamHyps, extended_hashes, live_entries, merge_equal,
                                          pairwise_equal, same_sequences, step_rows)
-from transdec.decoding.emissions import lookup_tables
+from transdec.decoding.emissions import lookup_tables, tdt_advance
 from transdec.decoding.inputs import checked_lengths
 from transdec.decoding.options import ExpansionOptions, PruningOptions
 from transdec.decoding.registry import register_strategy
@@ -99,7 +99,7 @@ class _Emissions:
             self.labels = labels.repeat_interleave(count)
             self.durations = duration_values.repeat(head.num_labels)
             # A TDT blank moves at least one frame, as in greedy decoding.
-            self.advance = torch.where(self.labels == head.blank_id, self.durations.clamp(min=1), self.durations)
+            self.advance = tdt_advance(self.labels, self.durations, head.blank_id)
         else:
             self.labels, self.durations, self.advance = labels, torch.zeros_like(labels), advance_by_label
         self.is_token = self.labels < head.num_tokens
@@ -290,7 +290,7 @@ class _AesSearch:
         chosen = _Set(
             torch.where(top_ranks > -torch.inf, totals.view(batch_size, beam * width).gather(1, index), -torch.inf),
             extended.am_scores + am_logprobs[flat, chosen_column].view(batch_size, beam),
-            (extended.hashes * HASH_BASE + labels + 1) % HASH_MODULUS, extended.lengths + 1, labels,
+            extended_hashes(extended.hashes, labels), extended.lengths + 1, labels,
             t + self.emissions.advance[chosen_column].view(batch_size, beam), extended.origins, extended.rows,
             new_tokens, new_durations, new_logprobs)
         return chosen, labels

@@ -30,7 +30,8 @@ from typing import Any
 import torch
 
 from transdec.decoding.beam_hyps import BatchedBeamHyps, merge_equal, pairwise_equal, step_rows
-from transdec.decoding.emissions import lookup_tables
+from transdec.decoding.emissions import lookup_tables, tdt_advance
+from transdec.decoding.graph_cache import GRAPH_MODES, check_graph_mode
 from transdec.decoding.in_place import set_state
 from transdec.decoding.inputs import checked_lengths
 from transdec.decoding.options import PruningOptions, option
@@ -39,7 +40,6 @@ from transdec.decoding.results import DecodingResult, DecodingStats
 from transdec.decoding.scoring import Fusion, LabelScores, Scoring
 from transdec.protocol import DecodingModel
 
-GRAPH_MODES = ("auto", "while_loops", "step_graphs", "off")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,8 +52,7 @@ class AlsdPlusOptions(PruningOptions):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.cuda_graphs not in GRAPH_MODES:
-            raise ValueError(f"cuda_graphs must be one of {GRAPH_MODES}, got {self.cuda_graphs!r}")
+        check_graph_mode(self.cuda_graphs)
 
 
 @register_strategy("beam_alsd_pp", AlsdPlusOptions,
@@ -217,7 +216,7 @@ class AlsdSearch:
         # comes from arbitrary ties, and would make predictor calls depend on them.
         tokens = ~stays & (labels < head.num_tokens) & (top_scores > -torch.inf)
         if head.kind == "tdt":
-            advance = torch.where(labels == head.blank_id, durations.clamp(min=1), durations)
+            advance = tdt_advance(labels, durations, head.blank_id)
         else:
             advance = self.advance_by_label[labels]
         advance = advance.masked_fill(stays, 0)

@@ -31,6 +31,11 @@ HASH_BASE = 1_000_003
 HASH_MODULUS = 1_000_000_000_039  # prime; HASH_MODULUS * HASH_BASE < 2**63
 
 
+def extended_hashes(hashes: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+    """The hashes of token sequences after each reads one more token ``tokens`` (ids >= 0)."""
+    return (hashes * HASH_BASE + tokens + 1) % HASH_MODULUS
+
+
 class BatchedBeamHyps:
     """The beams of a batch (see the module docstring). Slots with score ``-inf`` hold no hypothesis.
 
@@ -124,7 +129,7 @@ class BatchedBeamHyps:
             buffer[:, :, self.steps] = value
         self.steps += 1
         emitted = tokens >= 0
-        self.hashes = torch.where(emitted, (self.hashes * HASH_BASE + tokens + 1) % HASH_MODULUS, self.hashes)
+        self.hashes = torch.where(emitted, extended_hashes(self.hashes, tokens), self.hashes)
         self.lengths = self.lengths + emitted
         self.last_tokens = torch.where(emitted, tokens, self.last_tokens)
 
@@ -186,7 +191,7 @@ class BatchedBeamHyps:
             buffer.index_copy_(2, index, value.to(buffer.dtype).unsqueeze(2))
         self.step_index += 1
         emitted = tokens >= 0
-        self.hashes.copy_(torch.where(emitted, (self.hashes * HASH_BASE + tokens + 1) % HASH_MODULUS, self.hashes))
+        self.hashes.copy_(torch.where(emitted, extended_hashes(self.hashes, tokens), self.hashes))
         self.lengths += emitted
         self.last_tokens.copy_(torch.where(emitted, tokens, self.last_tokens))
 

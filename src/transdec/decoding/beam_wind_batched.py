@@ -22,7 +22,7 @@ from collections.abc import Sequence
 
 import torch
 
-from transdec.decoding.beam_hyps import (HASH_BASE, HASH_MODULUS, BatchedBeamHyps, live_entries, merge_equal,
+from transdec.decoding.beam_hyps import (BatchedBeamHyps, extended_hashes, live_entries, merge_equal,
                                          pairwise_equal, ranks_ahead, same_sequences, step_rows)
 from transdec.decoding.beam_wind import WindBeamOptions
 from transdec.decoding.inputs import checked_lengths
@@ -190,8 +190,7 @@ class _WindSearch:
             "am_scores": taken_fields["am_scores"] + am_logprobs.gather(1, top),
             "time": time,
             "tokens_at_frame": tokens_at_frame,
-            "hashes": torch.where(emitted, (taken_fields["hashes"] * HASH_BASE + token + 1) % HASH_MODULUS,
-                                  taken_fields["hashes"]),
+            "hashes": torch.where(emitted, extended_hashes(taken_fields["hashes"], token), taken_fields["hashes"]),
             "lengths": taken_fields["lengths"] + emitted,
             "last_tokens": torch.where(emitted, token, taken_fields["last_tokens"]),
             "parents": per_taken(taken).expand(-1, width),

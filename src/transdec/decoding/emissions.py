@@ -37,6 +37,12 @@ class Emissions:
     scores: torch.Tensor
 
 
+def tdt_advance(labels: torch.Tensor, durations: torch.Tensor, blank_id: int) -> torch.Tensor:
+    """Frames a TDT emission moves: its duration, and at least one for the blank (a blank of duration 0 would
+    stay forever)."""
+    return torch.where(labels == blank_id, durations.clamp(min=1), durations)
+
+
 def lookup_tables(head: HeadSpec, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
     """``(advance [num_labels], durations [K])``: frames each label output moves time by (1 for the blank,
     a big blank's duration, 0 for a token; unused for TDT), and the value of each TDT duration output."""
@@ -87,12 +93,11 @@ class GreedyHead:
             duration_logprobs = torch.where(forced, scored.duration_logprobs[..., head.forced_duration_index],
                                             duration_logprobs)
         durations = self._duration_values[duration_index]
-        is_blank = labels == head.blank_id
         return Emissions(
             labels=labels,
-            is_blank=is_blank,
+            is_blank=labels == head.blank_id,
             durations=durations,
-            advance=torch.where(is_blank, durations.clamp(min=1), durations),
+            advance=tdt_advance(labels, durations, head.blank_id),
             label_logprobs=label_logprobs,
             scores=label_scores + duration_logprobs,
         )

@@ -32,6 +32,7 @@ from transdec.decoding.batched_hyps import BatchedHyps
 from transdec.decoding.compute_dtype import in_compute_dtype
 from transdec.decoding import greedy_kernels
 from transdec.decoding.emissions import Emissions, GreedyHead, lookup_tables
+from transdec.decoding.graph_cache import GRAPH_MODES, check_graph_mode
 from transdec.decoding.in_place import set_state
 from transdec.decoding.inputs import check_max_symbols, check_window_size, checked_lengths
 from transdec.decoding.options import WINDOW_HELP, WindOptions, option
@@ -41,7 +42,6 @@ from transdec.decoding.scoring import Fusion, Scoring
 from transdec.decoding.wind_window import WindowSkipper
 from transdec.protocol import DecodingModel, Joint
 
-GRAPH_MODES = ("auto", "while_loops", "step_graphs", "off")
 #: The dtypes ``compute_dtype`` may name on the command line.
 COMPUTE_DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16": torch.float16,
                   "bfloat16": torch.bfloat16}
@@ -61,8 +61,7 @@ class LabelLoopingOptions(WindOptions):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.cuda_graphs not in GRAPH_MODES:
-            raise ValueError(f"cuda_graphs must be one of {GRAPH_MODES}, got {self.cuda_graphs!r}")
+        check_graph_mode(self.cuda_graphs)
         if self.compute_dtype is not None and self.compute_dtype not in COMPUTE_DTYPES.values():
             raise ValueError(f"compute_dtype must be one of {sorted(COMPUTE_DTYPES)} or None, got {self.compute_dtype}")
 
@@ -99,8 +98,7 @@ def greedy_label_looping(
     lengths = checked_lengths(encoder_out, lengths)
     check_max_symbols(max_symbols_per_frame)
     check_window_size(window_size)
-    if cuda_graphs not in GRAPH_MODES:
-        raise ValueError(f"cuda_graphs must be one of {GRAPH_MODES}, got {cuda_graphs!r}")
+    check_graph_mode(cuda_graphs)
     if compute_dtype == encoder_out.dtype:
         compute_dtype = None
     if compute_dtype is not None:
