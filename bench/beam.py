@@ -155,7 +155,7 @@ def long_recording_memory(minutes: float, beam: int, tokens_per_frame: float, se
     import ctypes
     import threading
 
-    from transdec.decoding.beam_alsd_pp import beam_alsd_pp
+    from transdec.decoding.beam.alsd_pp import beam_alsd_pp
     from transdec.model.synthetic import random_encoder_output
 
     model = calibrated_model(HEADS["rnnt"], tokens_per_frame, seed)

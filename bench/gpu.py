@@ -36,7 +36,7 @@ import greedy as greedy_bench  # noqa: E402  (the parakeet-sized random decoder)
 
 from transdec.decoding import DecodingConfig, decode  # noqa: E402
 
-#: transdec columns: name -> (cuda_graphs mode, fused kernels of transdec.decoding.greedy_kernels, compute dtype).
+#: transdec columns: name -> (cuda_graphs mode, fused kernels of transdec.decoding.cuda.greedy_kernels, compute dtype).
 MODES = {"off": ("off", False, None), "step_graphs": ("step_graphs", True, None),
          "while_loops, plain": ("while_loops", False, None), "while_loops": ("while_loops", True, None),
          "while_loops, bf16": ("while_loops", True, torch.bfloat16)}

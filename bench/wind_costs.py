@@ -24,7 +24,7 @@ from wind import model_sources  # noqa: E402  (the held-out utterances bench/win
 
 from transdec.decoding.emissions import GreedyHead  # noqa: E402
 from transdec.decoding.scoring import Scoring  # noqa: E402
-from transdec.decoding.greedy_wind import greedy_wind  # noqa: E402
+from transdec.decoding.greedy.wind import greedy_wind  # noqa: E402
 
 
 def main() -> None:

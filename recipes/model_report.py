@@ -21,7 +21,7 @@ import torch
 
 import transdec
 from transdec.decoding import DecodingConfig, decode
-from transdec.decoding.greedy_reference import greedy_reference
+from transdec.decoding.greedy.reference import greedy_reference
 from transdec.metrics import word_errors
 from transdec.training.data import collate, read_training_manifest
 from transdec.training.trainer import transcribe_entries

@@ -1,6 +1,6 @@
 """Every decoding path of one utterance, enumerated: the ground truth beam searches are tested against.
 
-A path is a sequence of emissions under the decoding rules of ``transdec.decoding.greedy_reference`` (a blank
+A path is a sequence of emissions under the decoding rules of ``transdec.decoding.greedy.reference`` (a blank
 moves time by 1, a big blank by its duration, a TDT emission by its duration (a blank by at least 1), a token
 of an RNN-T or multi-blank head keeps it, and after ``max_symbols_per_frame`` tokens at one frame the only
 emission is the forced blank, scored), taking *every* choice where greedy takes the best. Only for tiny problems.

@@ -14,7 +14,7 @@ from test_beam_alsd import PREDICTORS, TINY_HEADS, same, tiny_problem
 from test_greedy_exactness import HEADS, encoder_batch, model_for
 from test_scoring import BigramScorer
 from transdec.decoding import DecodingConfig, Fusion, greedy_label_looping
-from transdec.decoding.beam_aes_pp import beam_aes_pp
+from transdec.decoding.beam.aes_pp import beam_aes_pp
 from transdec.model.synthetic import random_decoder
 
 WIDE = dict(beam_size=256, expansion_beta=8, expansion_gamma=math.inf)
@@ -70,8 +70,8 @@ def test_beam_one_takes_greedy_path(predictor):
     score differs where a frame fills up (AES++ leaves it by a scored blank, greedy moves on for free)."""
     model = model_for("rnnt", predictor, "label_heavy")
     frames, lengths = encoder_batch([0, 1, 24, 13, 7], seed=1)
-    greedy = greedy_label_looping(model, frames, lengths, 2).hypotheses()
-    beam = beam_aes_pp(model, frames, lengths, None, beam_size=1, expansion_beta=0, num_steps=2).hypotheses()
+    greedy = greedy_label_looping(model, frames, lengths, max_symbols_per_frame=2).hypotheses()
+    beam = beam_aes_pp(model, frames, lengths, max_symbols_per_frame=None, beam_size=1, expansion_beta=0, num_steps=2).hypotheses()
     for got, want in zip(beam, greedy):
         assert (got.tokens, got.timestamps, got.token_logprobs) == (want.tokens, want.timestamps,
                                                                     pytest.approx(want.token_logprobs))
@@ -83,8 +83,8 @@ def test_beam_one_is_greedy_where_no_frame_fills_up(kind, predictor):
     decoding exactly, score included."""
     model = model_for(kind, predictor, "blank_heavy")
     frames, lengths = encoder_batch([0, 1, 24, 13, 7, 18], seed=1)
-    greedy = greedy_label_looping(model, frames, lengths, 6).hypotheses()
-    beam = beam_aes_pp(model, frames, lengths, None, beam_size=1, expansion_beta=0, num_steps=6).hypotheses()
+    greedy = greedy_label_looping(model, frames, lengths, max_symbols_per_frame=6).hypotheses()
+    beam = beam_aes_pp(model, frames, lengths, max_symbols_per_frame=None, beam_size=1, expansion_beta=0, num_steps=6).hypotheses()
     compared = 0
     for got, want in zip(beam, greedy):
         staying = collections.Counter(t for t, d in zip(want.timestamps, want.durations) if d == 0)

@@ -11,8 +11,8 @@ from brute_force import all_paths, best_path, sequence_scores
 from test_greedy_exactness import HEADS, encoder_batch, model_for
 from test_scoring import BigramScorer
 from transdec.decoding import DecodingConfig, Fusion, decode, greedy_label_looping
-from transdec.decoding.beam_alsd import beam_alsd
-from transdec.decoding.beam_alsd_pp import beam_alsd_pp
+from transdec.decoding.beam.alsd import beam_alsd
+from transdec.decoding.beam.alsd_pp import beam_alsd_pp
 from transdec.model.synthetic import random_decoder, random_encoder_output
 from transdec.protocol import HeadSpec
 
@@ -50,15 +50,15 @@ def test_a_wide_beam_finds_the_optimum(search, kind, predictor):
         top_sequence = max(by_sequence, key=by_sequence.get)
         # Wide enough to prune nothing: TDT's paths (durations 0-2, two tokens a frame) need the widest.
         wide = 2048 if kind == "tdt" else 1024
-        found = search(model, *one, 2, beam_size=wide, merge="max").hypotheses()[0]
+        found = search(model, *one, max_symbols_per_frame=2, beam_size=wide, merge="max").hypotheses()[0]
         assert (tuple(found.tokens), tuple(found.timestamps), tuple(found.durations)) == (
             best.tokens, best.timestamps, best.durations)
         assert found.score == pytest.approx(best.score, abs=1e-9)
-        summed = search(model, *one, 2, beam_size=wide, merge="logsumexp").hypotheses()[0]
+        summed = search(model, *one, max_symbols_per_frame=2, beam_size=wide, merge="logsumexp").hypotheses()[0]
         assert tuple(summed.tokens) == top_sequence
         assert summed.score == pytest.approx(by_sequence[top_sequence], abs=1e-9)
         for beam in (1, 2, 3):
-            narrow = search(model, *one, 2, beam_size=beam, merge="max").hypotheses()[0]
+            narrow = search(model, *one, max_symbols_per_frame=2, beam_size=beam, merge="max").hypotheses()[0]
             assert narrow.score <= best.score + 1e-12
 
 
@@ -68,8 +68,8 @@ def test_beam_one_is_greedy(search, kind, predictor):
     """One hypothesis taking its best emission at every step is greedy decoding, for every head."""
     model = model_for(kind, predictor, "label_heavy")
     frames, lengths = encoder_batch([0, 1, 24, 13, 7], seed=1)
-    greedy = greedy_label_looping(model, frames, lengths, 3).hypotheses()
-    beam = search(model, frames, lengths, 3, beam_size=1).hypotheses()
+    greedy = greedy_label_looping(model, frames, lengths, max_symbols_per_frame=3).hypotheses()
+    beam = search(model, frames, lengths, max_symbols_per_frame=3, beam_size=1).hypotheses()
     assert all(same(a, b) for a, b in zip(beam, greedy))
 
 
@@ -79,8 +79,8 @@ def test_batched_equals_per_utterance(kind, predictor, beam_size, merge):
     model = model_for(kind, predictor, "label_heavy")
     frames, lengths = encoder_batch([0, 1, 24, 13, 7, 19], seed=2)
     nbest = min(beam_size, 3)
-    expected = beam_alsd(model, frames, lengths, 3, beam_size=beam_size, nbest=nbest, merge=merge).nbest
-    got = beam_alsd_pp(model, frames, lengths, 3, beam_size=beam_size, nbest=nbest, merge=merge).nbest
+    expected = beam_alsd(model, frames, lengths, max_symbols_per_frame=3, beam_size=beam_size, nbest=nbest, merge=merge).nbest
+    got = beam_alsd_pp(model, frames, lengths, max_symbols_per_frame=3, beam_size=beam_size, nbest=nbest, merge=merge).nbest
     assert [len(n) for n in got] == [len(n) for n in expected]
     for got_list, expected_list in zip(got, expected):
         assert all(same(a, b) for a, b in zip(got_list, expected_list))
@@ -95,20 +95,20 @@ def test_an_utterance_decodes_the_same_in_any_batch(kind, lengths, position, see
     model = model_for(kind, "lstm", "label_heavy")
     frames, lengths_tensor = encoder_batch(lengths, seed=seed, extra_padding=5)
     position = position % len(lengths)
-    alone = beam_alsd_pp(model, frames[position : position + 1, : lengths[position]], lengths_tensor[position : position + 1],
-                         3, beam_size=4, nbest=4).nbest[0]
-    batched = beam_alsd_pp(model, frames, lengths_tensor, 3, beam_size=4, nbest=4).nbest[position]
+    alone = beam_alsd_pp(model, frames[position : position + 1, : lengths[position]],
+                         lengths_tensor[position : position + 1], max_symbols_per_frame=3, beam_size=4, nbest=4).nbest[0]
+    batched = beam_alsd_pp(model, frames, lengths_tensor, max_symbols_per_frame=3, beam_size=4, nbest=4).nbest[position]
     assert len(alone) == len(batched) and all(same(a, b) for a, b in zip(alone, batched))
 
 
 def test_nbest_is_sorted_unique_and_length_norm_reranks():
     model = model_for("rnnt", "lstm", "label_heavy")
     frames, lengths = encoder_batch([20, 11], seed=5)
-    result = beam_alsd_pp(model, frames, lengths, 3, beam_size=6, nbest=6)
+    result = beam_alsd_pp(model, frames, lengths, max_symbols_per_frame=3, beam_size=6, nbest=6)
     for hyps in result.nbest:
         assert len({tuple(h.tokens) for h in hyps}) == len(hyps) > 1
         assert [h.score for h in hyps] == sorted((h.score for h in hyps), reverse=True)
-    normed = beam_alsd_pp(model, frames, lengths, 3, beam_size=6, nbest=6, length_norm=True)
+    normed = beam_alsd_pp(model, frames, lengths, max_symbols_per_frame=3, beam_size=6, nbest=6, length_norm=True)
     for hyps in normed.nbest:
         per_token = [h.score / max(len(h.tokens), 1) for h in hyps]
         assert per_token == sorted(per_token, reverse=True)
@@ -121,9 +121,9 @@ def test_fusion_is_scored_alike_in_both(kind, pruning):
     model = model_for(kind, "stateless", "label_heavy")
     frames, lengths = encoder_batch([24, 13, 7], seed=6)
     fusions = [Fusion(BigramScorer(HEADS[kind].num_tokens, seed=3), 0.8, token_bonus=0.1, blank_scoring=True)]
-    expected = beam_alsd(model, frames, lengths, 3, beam_size=4, nbest=2, pruning=pruning, fusions=fusions).nbest
-    got = beam_alsd_pp(model, frames, lengths, 3, beam_size=4, nbest=2, pruning=pruning, fusions=fusions).nbest
-    plain = beam_alsd_pp(model, frames, lengths, 3, beam_size=4, nbest=2).nbest
+    expected = beam_alsd(model, frames, lengths, max_symbols_per_frame=3, beam_size=4, nbest=2, pruning=pruning, fusions=fusions).nbest
+    got = beam_alsd_pp(model, frames, lengths, max_symbols_per_frame=3, beam_size=4, nbest=2, pruning=pruning, fusions=fusions).nbest
+    plain = beam_alsd_pp(model, frames, lengths, max_symbols_per_frame=3, beam_size=4, nbest=2).nbest
     assert [[h.tokens for h in n] for n in got] != [[h.tokens for h in n] for n in plain]
     for got_list, expected_list in zip(got, expected):
         assert all(same(a, b) and a.am_score == pytest.approx(b.am_score, abs=1e-9)
@@ -147,8 +147,8 @@ def test_decode_and_options_reach_the_search():
 def test_max_length_ratio_ends_the_per_utterance_search():
     model = model_for("rnnt", "lstm", "label_heavy")
     frames, lengths = encoder_batch([16], seed=8)
-    full = beam_alsd(model, frames, lengths, 3, beam_size=4)
-    capped = beam_alsd(model, frames, lengths, 3, beam_size=4, max_length_ratio=0.0)
+    full = beam_alsd(model, frames, lengths, max_symbols_per_frame=3, beam_size=4)
+    capped = beam_alsd(model, frames, lengths, max_symbols_per_frame=3, beam_size=4, max_length_ratio=0.0)
     assert full.stats.joint_calls > capped.stats.joint_calls
     assert len(capped.hypotheses()[0].tokens) <= len(full.hypotheses()[0].tokens) + 16
 
@@ -157,9 +157,9 @@ def test_early_pruning_ranks_by_the_transducer_alone():
     model = model_for("rnnt", "lstm", "label_heavy")
     frames, lengths = encoder_batch([24, 13, 7, 19], seed=9)
     fusions = [Fusion(BigramScorer(HEADS["rnnt"].num_tokens, seed=5), 2.0)]
-    late = beam_alsd_pp(model, frames, lengths, 3, beam_size=3, nbest=3, fusions=fusions).nbest
-    early = beam_alsd_pp(model, frames, lengths, 3, beam_size=3, nbest=3, pruning="early", fusions=fusions).nbest
+    late = beam_alsd_pp(model, frames, lengths, max_symbols_per_frame=3, beam_size=3, nbest=3, fusions=fusions).nbest
+    early = beam_alsd_pp(model, frames, lengths, max_symbols_per_frame=3, beam_size=3, nbest=3, pruning="early", fusions=fusions).nbest
     assert [[h.tokens for h in n] for n in late] != [[h.tokens for h in n] for n in early]
-    plain = beam_alsd_pp(model, frames, lengths, 3, beam_size=3, nbest=3, pruning="early").nbest
-    late_plain = beam_alsd_pp(model, frames, lengths, 3, beam_size=3, nbest=3).nbest
+    plain = beam_alsd_pp(model, frames, lengths, max_symbols_per_frame=3, beam_size=3, nbest=3, pruning="early").nbest
+    late_plain = beam_alsd_pp(model, frames, lengths, max_symbols_per_frame=3, beam_size=3, nbest=3).nbest
     assert all(same(a, b) for x, y in zip(plain, late_plain) for a, b in zip(x, y))  # no fusion: no difference

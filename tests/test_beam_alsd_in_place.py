@@ -15,11 +15,11 @@ from test_beam_alsd import same
 from test_greedy_exactness import HEADS, encoder_batch, model_for as shared_model_for
 from test_scoring import BigramScorer
 from transdec.decoding import DecodingConfig, Fusion, decode
-from transdec.decoding import beam_graphs, graph_cache
-from transdec.decoding.beam_alsd_pp import AlsdPlusOptions, AlsdSearch, beam_alsd_pp
+from transdec.decoding.cuda import beam_graphs, graph_cache
+from transdec.decoding.beam.alsd_pp import AlsdPlusOptions, AlsdSearch, beam_alsd_pp
 from transdec.decoding.beam_hyps import BatchedBeamHyps
 from transdec.decoding.flags import add_decoding_arguments, decoding_configs
-from transdec.decoding.label_looping_graphs import CudaGraphFallbackWarning
+from transdec.decoding.cuda.label_looping_graphs import CudaGraphFallbackWarning
 from transdec.decoding.scoring import Scoring
 from transdec.model.synthetic import random_decoder
 
@@ -62,7 +62,7 @@ def test_in_place_steps_equal_the_default_search(kind, predictor, beam_size, mer
     options = dict(beam_size=beam_size, nbest=beam_size, merge=merge, pruning=pruning)
     for seed, lengths in enumerate(BATCHES):
         frames, lengths_tensor = encoder_batch(lengths, seed=seed)  # NaN padding: a read of it would show
-        expected = beam_alsd_pp(model, frames, lengths_tensor, 3, **options)
+        expected = beam_alsd_pp(model, frames, lengths_tensor, max_symbols_per_frame=3, **options)
         search = in_place_search(model, frames, lengths_tensor, 3, **options)
         search.run()
         got = search.result()
@@ -76,7 +76,7 @@ def test_in_place_steps_with_a_fusion_equal_the_default_search():
     model = model_for("tdt", "stateless", "label_heavy")
     frames, lengths = encoder_batch([24, 13, 7], seed=6)
     fusions = [Fusion(BigramScorer(HEADS["tdt"].num_tokens, seed=3), 0.8, token_bonus=0.1, blank_scoring=True)]
-    expected = beam_alsd_pp(model, frames, lengths, 3, beam_size=4, nbest=2, fusions=fusions).nbest
+    expected = beam_alsd_pp(model, frames, lengths, max_symbols_per_frame=3, beam_size=4, nbest=2, fusions=fusions).nbest
     search = in_place_search(model, frames, lengths, 3, fusions, beam_size=4, nbest=2)
     search.run()
     assert_same_nbest(search.nbest(), expected)
@@ -95,7 +95,7 @@ def test_in_place_search_reuses_its_tensors_for_new_inputs():
         search.lengths.copy_(lengths_tensor.unsqueeze(1))
         search.start()
         search.run()
-        expected = beam_alsd_pp(model, frames, lengths_tensor, 3, beam_size=4, nbest=3)
+        expected = beam_alsd_pp(model, frames, lengths_tensor, max_symbols_per_frame=3, beam_size=4, nbest=3)
         assert_same_nbest(search.nbest(), expected.nbest)
         assert search.decoding_stats().joint_calls == expected.stats.joint_calls
     assert all(getattr(search.hyps, name) is value for name, value in tensors.items())
@@ -234,7 +234,7 @@ def test_graph_host_loop_equals_eager_and_reuses_the_graphs(eager_replay):
         with warnings.catch_warnings():
             warnings.simplefilter("error", CudaGraphFallbackWarning)
             got = beam_graphs.decode_with_graphs(model, frames, lengths_tensor, options)
-        expected = beam_alsd_pp(model, frames, lengths_tensor, 3, beam_size=4, nbest=3, cuda_graphs="off")
+        expected = beam_alsd_pp(model, frames, lengths_tensor, max_symbols_per_frame=3, beam_size=4, nbest=3, cuda_graphs="off")
         assert got is not None
         assert_same_nbest(got.nbest, expected.nbest)
         assert (got.stats.predictor_calls, got.stats.joint_calls) == (
@@ -257,7 +257,7 @@ def test_graph_host_loop_with_an_ngram_lm_equals_eager(eager_replay, tmp_path):
         with warnings.catch_warnings():
             warnings.simplefilter("error", CudaGraphFallbackWarning)
             got = beam_graphs.decode_with_graphs(model, frames, lengths_tensor, options, fusions)
-        expected = beam_alsd_pp(model, frames, lengths_tensor, 3, beam_size=4, nbest=3, cuda_graphs="off",
+        expected = beam_alsd_pp(model, frames, lengths_tensor, max_symbols_per_frame=3, beam_size=4, nbest=3, cuda_graphs="off",
                                 fusions=fusions)
         assert_same_nbest(got.nbest, expected.nbest)
     assert [key[7] for key in graph_cache.GRAPHS[model]] == [fusions]  # one graph set, keyed on the fusions
@@ -293,7 +293,7 @@ def test_auto_skips_while_loops_where_conditional_nodes_cannot_run(eager_replay)
     with pytest.warns(CudaGraphFallbackWarning, match="'while_loops' of beam_alsd_pp is not usable here") as caught:
         got = beam_graphs.decode_with_graphs(eager_replay, frames, lengths, options)
     assert len(caught) == 1 and got is not None
-    expected = beam_alsd_pp(eager_replay, frames, lengths, 3, beam_size=2, cuda_graphs="off")
+    expected = beam_alsd_pp(eager_replay, frames, lengths, max_symbols_per_frame=3, beam_size=2, cuda_graphs="off")
     assert_same_nbest(got.nbest, expected.nbest)
     assert [key[6].cuda_graphs for key in graph_cache.GRAPHS[eager_replay]] == ["step_graphs"]
 

@@ -11,8 +11,8 @@ from brute_force import all_paths, best_path, sequence_scores
 from test_greedy_exactness import HEADS, encoder_batch, model_for
 from test_scoring import BigramScorer
 from transdec.decoding import DecodingConfig, Fusion, decode, greedy_reference
-from transdec.decoding.beam_graves import GravesOptions, beam_graves
-from transdec.decoding.beam_maes import MaesOptions, beam_maes
+from transdec.decoding.beam.graves import GravesOptions, beam_graves
+from transdec.decoding.beam.maes import MaesOptions, beam_maes
 from transdec.model.synthetic import random_decoder, random_encoder_output
 from transdec.protocol import HeadSpec
 
@@ -101,7 +101,7 @@ def test_a_wide_search_counts_every_path(search, kind, predictor):
         for path in paths:
             if path.tokens not in best_of_sequence or path.score > best_of_sequence[path.tokens].score:
                 best_of_sequence[path.tokens] = path
-        summed = search(model, *one, MAX_SYMBOLS, merge="logsumexp", **WIDE[search]).nbest[0]
+        summed = search(model, *one, max_symbols_per_frame=MAX_SYMBOLS, merge="logsumexp", **WIDE[search]).nbest[0]
         assert len(summed) == len(by_sequence)
         assert tuple(summed[0].tokens) == max(by_sequence, key=by_sequence.get)
         for hyp in summed:
@@ -110,7 +110,7 @@ def test_a_wide_search_counts_every_path(search, kind, predictor):
             viterbi = best_of_sequence[tuple(hyp.tokens)]
             assert alignment(hyp) == (viterbi.tokens, viterbi.timestamps, viterbi.durations)
             assert hyp.token_logprobs == pytest.approx(label_logprobs_along(model, utterance_frames, hyp), abs=1e-12)
-        best = search(model, *one, MAX_SYMBOLS, merge="max", **WIDE[search]).hypotheses()[0]
+        best = search(model, *one, max_symbols_per_frame=MAX_SYMBOLS, merge="max", **WIDE[search]).hypotheses()[0]
         optimum = best_path(paths)
         assert alignment(best) == (optimum.tokens, optimum.timestamps, optimum.durations)
         assert best.score == pytest.approx(optimum.score, abs=1e-9)
@@ -126,10 +126,10 @@ def test_a_narrow_search_counts_real_paths_at_most_once(search, kind, predictor)
         paths = all_paths(model, utterance_frames, MAX_SYMBOLS)
         by_sequence, scores = sequence_scores(paths), path_scores(paths)
         for options in NARROW[search]:
-            for hyp in search(model, *one, MAX_SYMBOLS, merge="logsumexp", **options).nbest[0]:
+            for hyp in search(model, *one, max_symbols_per_frame=MAX_SYMBOLS, merge="logsumexp", **options).nbest[0]:
                 assert alignment(hyp) in scores
                 assert hyp.score <= by_sequence[tuple(hyp.tokens)] + 1e-9
-            for hyp in search(model, *one, MAX_SYMBOLS, merge="max", **options).nbest[0]:
+            for hyp in search(model, *one, max_symbols_per_frame=MAX_SYMBOLS, merge="max", **options).nbest[0]:
                 assert is_path_score(hyp.score, scores[alignment(hyp)])
                 assert hyp.score <= best_path(paths).score + 1e-12
 
@@ -141,8 +141,8 @@ def test_maes_of_width_one_with_one_candidate_is_greedy(kind, predictor):
     a prefix of greedy's.)"""
     model = model_for(kind, predictor, "label_heavy")
     frames, lengths = encoder_batch([0, 1, 24, 13, 7], seed=1)
-    greedy = greedy_reference(model, frames, lengths, 3).hypotheses()
-    maes = beam_maes(model, frames, lengths, 3, beam_size=1, expansion_beta=0, num_steps=3).hypotheses()
+    greedy = greedy_reference(model, frames, lengths, max_symbols_per_frame=3).hypotheses()
+    maes = beam_maes(model, frames, lengths, max_symbols_per_frame=3, beam_size=1, expansion_beta=0, num_steps=3).hypotheses()
     for a, b in zip(maes, greedy):
         assert alignment(a) == alignment(b) and a.token_logprobs == pytest.approx(b.token_logprobs, abs=1e-12)
         assert a.score == pytest.approx(b.score, abs=1e-9)
@@ -154,9 +154,9 @@ def test_an_utterance_decodes_the_same_alone_and_in_a_padded_batch(search, kind)
     model = model_for(kind, "lstm", "label_heavy")
     lengths_list = [0, 1, 13, 7, 19]
     frames, lengths = encoder_batch(lengths_list, seed=2, extra_padding=4)
-    batched = search(model, frames, lengths, 3, beam_size=4, nbest=4).nbest
+    batched = search(model, frames, lengths, max_symbols_per_frame=3, beam_size=4, nbest=4).nbest
     for b, length in enumerate(lengths_list):
-        alone = search(model, frames[b : b + 1, :length], lengths[b : b + 1], 3, beam_size=4, nbest=4).nbest[0]
+        alone = search(model, frames[b : b + 1, :length], lengths[b : b + 1], max_symbols_per_frame=3, beam_size=4, nbest=4).nbest[0]
         assert len(alone) == len(batched[b]) and all(same(x, y) for x, y in zip(alone, batched[b]))
 
 
@@ -165,14 +165,14 @@ def test_an_utterance_decodes_the_same_alone_and_in_a_padded_batch(search, kind)
 def test_nbest_is_sorted_unique_and_length_norm_reranks(search, kind):
     model = model_for(kind, "stateless", "label_heavy")
     frames, lengths = encoder_batch([20, 11], seed=5)
-    result = search(model, frames, lengths, 3, beam_size=6, nbest=5)
+    result = search(model, frames, lengths, max_symbols_per_frame=3, beam_size=6, nbest=5)
     for hyps in result.nbest:
         assert 1 < len(hyps) <= 5
         assert len({tuple(h.tokens) for h in hyps}) == len(hyps)
         assert [h.score for h in hyps] == sorted((h.score for h in hyps), reverse=True)
     assert result.hypotheses() == [hyps[0] for hyps in result.nbest]
     assert result.hyps.to_hypotheses()[0].tokens == result.nbest[0][0].tokens
-    for hyps in search(model, frames, lengths, 3, beam_size=6, nbest=5, length_norm=True).nbest:
+    for hyps in search(model, frames, lengths, max_symbols_per_frame=3, beam_size=6, nbest=5, length_norm=True).nbest:
         per_token = [h.score / max(len(h.tokens), 1) for h in hyps]
         assert per_token == sorted(per_token, reverse=True)
 
@@ -183,8 +183,8 @@ def test_fusion_changes_the_search_and_keeps_acoustic_scores_apart(search, kind)
     model = model_for(kind, "stateless", "label_heavy")
     frames, lengths = encoder_batch([24, 13, 7], seed=6)
     fusions = [Fusion(BigramScorer(HEADS[kind].num_tokens, seed=3), 0.8, token_bonus=0.1, blank_scoring=True)]
-    fused = search(model, frames, lengths, 3, beam_size=4, nbest=2, fusions=fusions).nbest
-    plain = search(model, frames, lengths, 3, beam_size=4, nbest=2).nbest
+    fused = search(model, frames, lengths, max_symbols_per_frame=3, beam_size=4, nbest=2, fusions=fusions).nbest
+    plain = search(model, frames, lengths, max_symbols_per_frame=3, beam_size=4, nbest=2).nbest
     assert [[h.tokens for h in n] for n in fused] != [[h.tokens for h in n] for n in plain]
     assert all(h.am_score != pytest.approx(h.score) for n in fused for h in n)
     assert all(h.am_score == h.score for n in plain for h in n)
@@ -200,7 +200,7 @@ def test_fused_wide_searches_sum_every_path_alike(kind, pruning):
     for one, utterance_frames in utterances(frames, lengths):
         paths = all_paths(model, utterance_frames, MAX_SYMBOLS)
         by_sequence, scores = sequence_scores(paths), path_scores(paths)
-        graves, maes = (search(model, *one, MAX_SYMBOLS, merge="logsumexp", pruning=pruning, fusions=fusions,
+        graves, maes = (search(model, *one, max_symbols_per_frame=MAX_SYMBOLS, merge="logsumexp", pruning=pruning, fusions=fusions,
                                **WIDE[search]).nbest[0]
                         for search in SEARCHES)
         assert len(graves) == len(maes) == len(by_sequence)
@@ -208,7 +208,7 @@ def test_fused_wide_searches_sum_every_path_alike(kind, pruning):
             assert alignment(a) == alignment(b) and a.score == pytest.approx(b.score, abs=1e-9)
             assert a.am_score == pytest.approx(by_sequence[tuple(a.tokens)], abs=1e-9)
         for search in SEARCHES:
-            best = search(model, *one, MAX_SYMBOLS, merge="max", pruning=pruning, fusions=fusions,
+            best = search(model, *one, max_symbols_per_frame=MAX_SYMBOLS, merge="max", pruning=pruning, fusions=fusions,
                           **WIDE[search]).hypotheses()[0]
             assert is_path_score(best.am_score, scores[alignment(best)])
 
@@ -221,8 +221,8 @@ def test_early_pruning_with_a_wide_beam_is_late_pruning(search, kind, predictor,
     model, frames, lengths = tiny_problem(kind, predictor, seed=6)
     fusions = [Fusion(BigramScorer(TINY_HEADS[kind].num_tokens, seed=2), 2.0, token_bonus=0.3, blank_scoring=True)]
     for one, _ in utterances(frames, lengths):
-        late = search(model, *one, MAX_SYMBOLS, merge=merge, fusions=fusions, **WIDE[search]).nbest[0]
-        early = search(model, *one, MAX_SYMBOLS, merge=merge, pruning="early", fusions=fusions,
+        late = search(model, *one, max_symbols_per_frame=MAX_SYMBOLS, merge=merge, fusions=fusions, **WIDE[search]).nbest[0]
+        early = search(model, *one, max_symbols_per_frame=MAX_SYMBOLS, merge=merge, pruning="early", fusions=fusions,
                        **WIDE[search]).nbest[0]
         assert len(early) == len(late) > 1
         for a, b in zip(early, late):
@@ -238,12 +238,12 @@ def test_early_pruning_ranks_by_the_transducer_alone(search, kind):
     model = model_for(kind, "lstm", "label_heavy")
     frames, lengths = encoder_batch([24, 13, 7, 19], seed=9)
     fusions = [Fusion(BigramScorer(HEADS[kind].num_tokens, seed=5), 2.0)]
-    late = search(model, frames, lengths, 3, beam_size=2, nbest=2, fusions=fusions).nbest
-    early = search(model, frames, lengths, 3, beam_size=2, nbest=2, pruning="early", fusions=fusions).nbest
+    late = search(model, frames, lengths, max_symbols_per_frame=3, beam_size=2, nbest=2, fusions=fusions).nbest
+    early = search(model, frames, lengths, max_symbols_per_frame=3, beam_size=2, nbest=2, pruning="early", fusions=fusions).nbest
     assert [[h.tokens for h in n] for n in late] != [[h.tokens for h in n] for n in early]
     assert all(h.am_score != pytest.approx(h.score) for n in early for h in n if h.tokens)
-    plain = search(model, frames, lengths, 3, beam_size=2, nbest=2, pruning="early").nbest
-    late_plain = search(model, frames, lengths, 3, beam_size=2, nbest=2).nbest
+    plain = search(model, frames, lengths, max_symbols_per_frame=3, beam_size=2, nbest=2, pruning="early").nbest
+    late_plain = search(model, frames, lengths, max_symbols_per_frame=3, beam_size=2, nbest=2).nbest
     assert all(same(a, b) for x, y in zip(plain, late_plain) for a, b in zip(x, y))
 
 
@@ -281,7 +281,7 @@ def test_the_predictor_runs_once_per_sequence(search):
     a sequence fed twice: a sequence's state is computed once and copied exactly into later batches)."""
     model = Wrapped(model_for("rnnt", "lstm", "label_heavy"))
     frames, lengths = encoder_batch([13], seed=3)
-    result = search(model, frames, lengths, 3, beam_size=4)
+    result = search(model, frames, lengths, max_symbols_per_frame=3, beam_size=4)
     runs = model.predictor.runs
     assert len(set(runs)) == len(runs) > 0
     assert model.predictor.calls == result.stats.predictor_calls
@@ -294,7 +294,7 @@ def test_the_predictor_runs_once_per_sequence(search):
 def test_no_hypothesis_exceeds_the_symbol_limit(search, options, kind, max_symbols):
     model = model_for(kind, "lstm", "label_heavy")
     frames, lengths = encoder_batch([16, 9], seed=4)
-    for hyps in search(model, frames, lengths, max_symbols, beam_size=4, nbest=4, **options).nbest:
+    for hyps in search(model, frames, lengths, max_symbols_per_frame=max_symbols, beam_size=4, nbest=4, **options).nbest:
         for hyp in hyps:
             at_frame = [sum(1 for t, d in zip(hyp.timestamps, hyp.durations) if t == frame and d == 0)
                         for frame in set(hyp.timestamps)]

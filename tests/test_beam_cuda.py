@@ -10,13 +10,14 @@ import torch
 from arpa_fixtures import random_arpa
 from test_beam_alsd import same
 from test_greedy_exactness import HEADS, assert_same_hypotheses, encoder_batch, model_for
-from transdec.decoding import DecodingConfig, Fusion, decode, graph_cache, greedy_label_looping, greedy_reference
-from transdec.decoding.beam_aes_pp import beam_aes_pp
-from transdec.decoding.beam_alsd_pp import beam_alsd_pp
-from transdec.decoding.beam_graphs import NAME as ALSD_GRAPHS
-from transdec.decoding.conditional_graphs import conditional_graphs_unavailable
-from transdec.decoding.label_looping_graphs import CudaGraphFallbackWarning
-from transdec.decoding.beam_wind_batched import beam_wind_batched
+from transdec.decoding import DecodingConfig, Fusion, decode, greedy_label_looping, greedy_reference
+from transdec.decoding.cuda import graph_cache
+from transdec.decoding.beam.aes_pp import beam_aes_pp
+from transdec.decoding.beam.alsd_pp import beam_alsd_pp
+from transdec.decoding.cuda.beam_graphs import NAME as ALSD_GRAPHS
+from transdec.decoding.cuda.conditional_graphs import conditional_graphs_unavailable
+from transdec.decoding.cuda.label_looping_graphs import CudaGraphFallbackWarning
+from transdec.decoding.beam.wind_batched import beam_wind_batched
 from transdec.lm import NGramLM, ngram_kernels
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
@@ -35,7 +36,7 @@ def test_alsd_pp_on_cuda_equals_cpu(kind, tmp_path):
     path = tmp_path / "lm.arpa"
     path.write_text(random_arpa(HEADS[kind].num_tokens, 3, seed=7, missing_tokens=1))
     lm = NGramLM.load(path, HEADS[kind].num_tokens, dtype=torch.float64)
-    cpu = beam_alsd_pp(model, frames, lengths, 3, beam_size=4, nbest=3, fusions=[Fusion(lm, 0.5)]).nbest
+    cpu = beam_alsd_pp(model, frames, lengths, max_symbols_per_frame=3, beam_size=4, nbest=3, fusions=[Fusion(lm, 0.5)]).nbest
     gpu = beam_alsd_pp(on_cuda(model), frames.cuda(), lengths.cuda(), 3, beam_size=4, nbest=3,
                        fusions=[Fusion(lm.to("cuda"), 0.5)]).nbest
     for a_list, b_list in zip(cpu, gpu):
@@ -123,7 +124,7 @@ def test_alsd_pp_graphs_equal_eager_and_cpu(kind, batch_size, beam_size, predict
     first_graphs = None
     for seed, lengths in enumerate(ALSD_BATCHES[batch_size]):
         frames, lengths_tensor = encoder_batch(lengths, seed=seed)
-        reference = beam_alsd_pp(cpu_model, frames, lengths_tensor, 3, **options)
+        reference = beam_alsd_pp(cpu_model, frames, lengths_tensor, max_symbols_per_frame=3, **options)
         with warnings.catch_warnings():
             warnings.simplefilter("error", CudaGraphFallbackWarning)  # the mode asked for is the mode that ran
             results = {mode: beam_alsd_pp(model, frames.cuda(), lengths_tensor.cuda(), 3, cuda_graphs=mode, **options)
@@ -150,7 +151,7 @@ def test_alsd_pp_graphs_with_an_ngram_lm_equal_cpu(kind, graph_mode, tmp_path, g
     on_cpu, on_gpu = ([Fusion(scorer, 0.5, token_bonus=0.1, blank_scoring=kind == "tdt")] for scorer in (lm, lm.to("cuda")))
     for seed, lengths in enumerate(ALSD_BATCHES[3]):
         frames, lengths_tensor = encoder_batch(lengths, seed=seed)
-        reference = beam_alsd_pp(cpu_model, frames, lengths_tensor, 3, beam_size=4, nbest=3, fusions=on_cpu)
+        reference = beam_alsd_pp(cpu_model, frames, lengths_tensor, max_symbols_per_frame=3, beam_size=4, nbest=3, fusions=on_cpu)
         with warnings.catch_warnings():
             warnings.simplefilter("error", CudaGraphFallbackWarning)
             got = beam_alsd_pp(model, frames.cuda(), lengths_tensor.cuda(), 3, beam_size=4, nbest=3,
@@ -169,7 +170,7 @@ def test_label_looping_graphs_with_an_ngram_lm_equal_the_reference(kind, graph_m
     lm = ngram_lm(kind, tmp_path)
     on_cpu, on_gpu = ([Fusion(scorer, 0.7, token_bonus=0.2)] for scorer in (lm, lm.to("cuda")))
     frames, lengths = encoder_batch([0, 1, 24, 13, 7, 24], seed=2)
-    expected = greedy_reference(cpu_model, frames, lengths, 3, fusions=on_cpu).hypotheses()
+    expected = greedy_reference(cpu_model, frames, lengths, max_symbols_per_frame=3, fusions=on_cpu).hypotheses()
     for window in (1, 4):
         with warnings.catch_warnings():
             warnings.simplefilter("error", CudaGraphFallbackWarning)
@@ -221,10 +222,10 @@ def test_alsd_pp_graphs_follow_weight_updates(graph_failures_forgotten):
     model = on_cuda(model_for("rnnt", "lstm", "label_heavy"))
     frames, lengths = encoder_batch([20, 12], seed=1)
     frames, lengths = frames.cuda(), lengths.cuda()
-    beam_alsd_pp(model, frames, lengths, 3, cuda_graphs="step_graphs")
+    beam_alsd_pp(model, frames, lengths, max_symbols_per_frame=3, cuda_graphs="step_graphs")
     with torch.no_grad():
         for parameter in model.parameters():
             parameter.mul_(-1.5)
-    expected = beam_alsd_pp(model, frames, lengths, 3, cuda_graphs="off").nbest
-    assert_same_nbest(beam_alsd_pp(model, frames, lengths, 3, cuda_graphs="step_graphs").nbest, expected)
+    expected = beam_alsd_pp(model, frames, lengths, max_symbols_per_frame=3, cuda_graphs="off").nbest
+    assert_same_nbest(beam_alsd_pp(model, frames, lengths, max_symbols_per_frame=3, cuda_graphs="step_graphs").nbest, expected)
     assert len(alsd_graph_sets(model)) == 1  # the stale set was dropped

@@ -11,8 +11,8 @@ from test_beam_alsd import same, tiny_problem
 from test_greedy_exactness import HEADS, encoder_batch, model_for
 from test_scoring import BigramScorer
 from transdec.decoding import DecodingConfig, Fusion, decode
-from transdec.decoding.beam_wind import beam_wind
-from transdec.decoding.beam_wind_batched import beam_wind_batched
+from transdec.decoding.beam.wind import beam_wind
+from transdec.decoding.beam.wind_batched import beam_wind_batched
 
 
 @pytest.mark.parametrize("search", [beam_wind, beam_wind_batched])
@@ -27,23 +27,23 @@ def test_a_wide_beam_finds_the_optimum_for_every_window(search, predictor, windo
         by_sequence = sequence_scores(paths)
         top = max(by_sequence, key=by_sequence.get)
         wide = 512 if search is beam_wind else 160  # the batched store holds beam_size * (window_size + 2)
-        found = search(model, *one, 2, beam_size=wide, window_size=window).hypotheses()[0]
+        found = search(model, *one, max_symbols_per_frame=2, beam_size=wide, window_size=window).hypotheses()[0]
         assert (tuple(found.tokens), tuple(found.timestamps)) == (best.tokens, best.timestamps)
         assert found.score == pytest.approx(best.score, abs=1e-9)
-        summed = search(model, *one, 2, beam_size=wide, window_size=window, merge="logsumexp").hypotheses()[0]
+        summed = search(model, *one, max_symbols_per_frame=2, beam_size=wide, window_size=window, merge="logsumexp").hypotheses()[0]
         assert tuple(summed.tokens) == top and summed.score == pytest.approx(by_sequence[top], abs=1e-9)
         for beam in (1, 2):
-            narrow = search(model, *one, 2, beam_size=beam, window_size=window).hypotheses()[0]
+            narrow = search(model, *one, max_symbols_per_frame=2, beam_size=beam, window_size=window).hypotheses()[0]
             assert narrow.score <= best.score + 1e-12
 
 
 def test_batch_invariance_nbest_and_fusion():
     model = model_for("rnnt", "stateless", "label_heavy")
     frames, lengths = encoder_batch([0, 17, 9, 24], seed=2, extra_padding=4)
-    batched = beam_wind(model, frames, lengths, 3, beam_size=4, nbest=3, window_size=4).nbest
+    batched = beam_wind(model, frames, lengths, max_symbols_per_frame=3, beam_size=4, nbest=3, window_size=4).nbest
     for i, length in enumerate(lengths.tolist()):
-        alone = beam_wind(model, frames[i : i + 1, :length], lengths[i : i + 1], 3, beam_size=4, nbest=3,
-                          window_size=4).nbest[0]
+        alone = beam_wind(model, frames[i : i + 1, :length], lengths[i : i + 1], max_symbols_per_frame=3, beam_size=4,
+                          nbest=3, window_size=4).nbest[0]
         assert len(alone) == len(batched[i]) and all(same(a, b) for a, b in zip(alone, batched[i]))
         assert [h.score for h in alone] == sorted((h.score for h in alone), reverse=True)
     fusions = [Fusion(BigramScorer(HEADS["rnnt"].num_tokens, seed=3), 1.5)]
@@ -61,8 +61,8 @@ def test_window_one_beam_one_is_greedy(predictor):
 
     model = model_for("rnnt", predictor, "label_heavy")
     frames, lengths = encoder_batch([0, 1, 24, 13, 7], seed=1)
-    greedy = greedy_label_looping(model, frames, lengths, 3).hypotheses()
-    beam = beam_wind(model, frames, lengths, 3, beam_size=1, window_size=1).hypotheses()
+    greedy = greedy_label_looping(model, frames, lengths, max_symbols_per_frame=3).hypotheses()
+    beam = beam_wind(model, frames, lengths, max_symbols_per_frame=3, beam_size=1, window_size=1).hypotheses()
     assert all(same(a, b) for a, b in zip(beam, greedy))
 
 
@@ -80,13 +80,13 @@ def assert_same_nbest(got, expected):
 def test_batched_equals_per_utterance(predictor, window, beam_size):
     model = model_for("rnnt", predictor, "label_heavy")
     frames, lengths = encoder_batch([0, 17, 9, 24, 1, 13], seed=2, extra_padding=4)
-    expected = beam_wind(model, frames, lengths, 3, beam_size=beam_size, nbest=2, window_size=window).nbest
-    got = beam_wind_batched(model, frames, lengths, 3, beam_size=beam_size, nbest=2, window_size=window)
+    expected = beam_wind(model, frames, lengths, max_symbols_per_frame=3, beam_size=beam_size, nbest=2, window_size=window).nbest
+    got = beam_wind_batched(model, frames, lengths, max_symbols_per_frame=3, beam_size=beam_size, nbest=2, window_size=window)
     assert_same_nbest(got.nbest, expected)
     fusions = [Fusion(BigramScorer(HEADS["rnnt"].num_tokens, seed=3), 0.8, token_bonus=0.2, blank_scoring=True)]
-    expected = beam_wind(model, frames, lengths, 3, beam_size=beam_size, nbest=2, window_size=window,
+    expected = beam_wind(model, frames, lengths, max_symbols_per_frame=3, beam_size=beam_size, nbest=2, window_size=window,
                          fusions=fusions).nbest
-    assert_same_nbest(beam_wind_batched(model, frames, lengths, 3, beam_size=beam_size, nbest=2, window_size=window,
+    assert_same_nbest(beam_wind_batched(model, frames, lengths, max_symbols_per_frame=3, beam_size=beam_size, nbest=2, window_size=window,
                                         fusions=fusions).nbest, expected)
 
 
@@ -98,15 +98,15 @@ def test_batched_decodes_an_utterance_the_same_in_any_batch(lengths, position, s
     frames, lengths_tensor = encoder_batch(lengths, seed=seed, extra_padding=5)
     position = position % len(lengths)
     alone = beam_wind_batched(model, frames[position : position + 1, : lengths[position]],
-                              lengths_tensor[position : position + 1], 3, beam_size=4, nbest=4,
+                              lengths_tensor[position : position + 1], max_symbols_per_frame=3, beam_size=4, nbest=4,
                               window_size=window).nbest[0]
-    batched = beam_wind_batched(model, frames, lengths_tensor, 3, beam_size=4, nbest=4, window_size=window).nbest
+    batched = beam_wind_batched(model, frames, lengths_tensor, max_symbols_per_frame=3, beam_size=4, nbest=4, window_size=window).nbest
     assert_same_nbest([batched[position]], [alone])
 
 
 def test_a_window_saves_joint_calls():
     model = model_for("rnnt", "lstm", "blank_heavy")
     frames, lengths = encoder_batch([40, 31], seed=3)
-    frame_by_frame = beam_wind_batched(model, frames, lengths, 3, beam_size=4, window_size=1)
-    windowed = beam_wind_batched(model, frames, lengths, 3, beam_size=4, window_size=8)
+    frame_by_frame = beam_wind_batched(model, frames, lengths, max_symbols_per_frame=3, beam_size=4, window_size=1)
+    windowed = beam_wind_batched(model, frames, lengths, max_symbols_per_frame=3, beam_size=4, window_size=8)
     assert windowed.stats.joint_calls < 0.8 * frame_by_frame.stats.joint_calls

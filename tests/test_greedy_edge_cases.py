@@ -24,7 +24,7 @@ def decode_one(decoder, model: ScriptedModel, length: int, max_symbols_per_frame
     frames, lengths = model.encoder_out([length])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return decoder(model, frames, lengths, max_symbols_per_frame).hypotheses()[0]
+        return decoder(model, frames, lengths, max_symbols_per_frame=max_symbols_per_frame).hypotheses()[0]
 
 
 def log_softmax_at(values: list[float], index: int) -> float:
@@ -147,7 +147,7 @@ def test_reference_counts_every_emission_by_frames_advanced(head):
 
     model = random_decoder(head, blank_rate=0.5, seed=3, dtype=torch.float64)
     frames, lengths = random_encoder_output([20, 7, 0, 13], 16, seed=4, dtype=torch.float64)
-    result = greedy_reference(model, frames, lengths, 3)
+    result = greedy_reference(model, frames, lengths, max_symbols_per_frame=3)
     emissions = result.stats.emissions
     assert sum(emissions.values()) == result.stats.joint_calls
     assert sum(n for (kind, _), n in emissions.items() if kind == "token") == sum(

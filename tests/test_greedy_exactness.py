@@ -75,8 +75,8 @@ def assert_same_hypotheses(actual, expected):
 def check_against_reference(decoder, kind, predictor, profile, max_symbols, lengths, seed):
     model = model_for(kind, predictor, profile)
     frames, lengths_tensor = encoder_batch(lengths, seed)
-    expected = greedy_reference(model, frames, lengths_tensor, max_symbols).hypotheses()
-    result = decoder(model, frames, lengths_tensor, max_symbols)
+    expected = greedy_reference(model, frames, lengths_tensor, max_symbols_per_frame=max_symbols).hypotheses()
+    result = decoder(model, frames, lengths_tensor, max_symbols_per_frame=max_symbols)
     assert_same_hypotheses(result.hypotheses(), expected)
     return result, expected
 

@@ -19,9 +19,9 @@ from hypothesis import strategies as st
 from test_greedy_exactness import HEADS, MATRIX, assert_same_hypotheses, encoder_batch, model_for
 
 from transdec.decoding import DecodingConfig, decode, greedy_label_looping, greedy_reference
-from transdec.decoding.greedy_label_looping import LabelLoopingSearch
-from transdec.decoding import label_looping_graphs
-from transdec.decoding.label_looping_graphs import CudaGraphFallbackWarning, run_step_pieces, step_pieces
+from transdec.decoding.greedy.label_looping import LabelLoopingSearch
+from transdec.decoding.cuda import label_looping_graphs
+from transdec.decoding.cuda.label_looping_graphs import CudaGraphFallbackWarning, run_step_pieces, step_pieces
 from transdec.model.synthetic import random_decoder, random_encoder_output
 
 batches = st.lists(st.integers(min_value=0, max_value=24), min_size=1, max_size=16)
@@ -45,10 +45,10 @@ def decode_in_place(model, frames, lengths, max_symbols, window, order):
 def test_in_place_steps_equal_reference(kind, predictor, profile, max_symbols, lengths, seed, window, order):
     model = model_for(kind, predictor, profile)
     frames, lengths_tensor = encoder_batch(lengths, seed)
-    expected = greedy_reference(model, frames, lengths_tensor, max_symbols).hypotheses()
+    expected = greedy_reference(model, frames, lengths_tensor, max_symbols_per_frame=max_symbols).hypotheses()
     result = decode_in_place(model, frames, lengths_tensor, max_symbols, window, order)
     assert_same_hypotheses(result.hypotheses(), expected)
-    eager = greedy_label_looping(model, frames, lengths_tensor, max_symbols, window_size=window)
+    eager = greedy_label_looping(model, frames, lengths_tensor, max_symbols_per_frame=max_symbols, window_size=window)
     assert (result.stats.predictor_calls, result.stats.joint_calls) == (
         eager.stats.predictor_calls, eager.stats.joint_calls
     )
@@ -64,7 +64,7 @@ def test_in_place_steps_reuse_their_buffers_for_new_inputs():
         search.encoder_out.copy_(new_frames)
         search.lengths.copy_(new_lengths)
         search.run()
-        expected = greedy_reference(model, new_frames, new_lengths, 3).hypotheses()
+        expected = greedy_reference(model, new_frames, new_lengths, max_symbols_per_frame=3).hypotheses()
         assert_same_hypotheses(search.result().hypotheses(), expected)
 
 
@@ -92,15 +92,15 @@ FUSED_CHECK = textwrap.dedent("""
     import itertools
     from test_greedy_exactness import HEADS, assert_same_hypotheses, encoder_batch, model_for
     from transdec.decoding import greedy_reference
-    from transdec.decoding.greedy_label_looping import LabelLoopingSearch
-    from transdec.decoding.label_looping_graphs import run_step_pieces, step_pieces
+    from transdec.decoding.greedy.label_looping import LabelLoopingSearch
+    from transdec.decoding.cuda.label_looping_graphs import run_step_pieces, step_pieces
 
     cases = 0
     for kind, predictor, window in itertools.product(HEADS, ["lstm", "stateless"], [1, 4]):
         model = model_for(kind, predictor, "label_heavy")
         for seed, lengths in enumerate([[0, 1, 24, 0, 1, 13, 7, 24], [9]]):
             frames, lengths_tensor = encoder_batch(lengths, seed)
-            expected = greedy_reference(model, frames, lengths_tensor, 3).hypotheses()
+            expected = greedy_reference(model, frames, lengths_tensor, max_symbols_per_frame=3).hypotheses()
             search = LabelLoopingSearch(model, frames, lengths_tensor, 3, window, in_place=True, fused=True)
             run_step_pieces(search, *step_pieces(search)) if seed == 0 else search.run()
             assert_same_hypotheses(search.result().hypotheses(), expected)

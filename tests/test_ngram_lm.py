@@ -315,8 +315,8 @@ def test_fused_decoders_agree_with_their_references(tmp_path):
     from test_beam_alsd import same
     from test_greedy_exactness import HEADS, encoder_batch, model_for
     from transdec.decoding import Fusion, greedy_label_looping, greedy_reference
-    from transdec.decoding.beam_alsd import beam_alsd
-    from transdec.decoding.beam_alsd_pp import beam_alsd_pp
+    from transdec.decoding.beam.alsd import beam_alsd
+    from transdec.decoding.beam.alsd_pp import beam_alsd_pp
 
     path = tmp_path / "lm.arpa"
     path.write_text(random_arpa(HEADS["tdt"].num_tokens, 3, seed=7, missing_tokens=1))
@@ -324,10 +324,10 @@ def test_fused_decoders_agree_with_their_references(tmp_path):
     fusions = [Fusion(lm, 0.6, token_bonus=0.2, blank_scoring=True)]
     model = model_for("tdt", "lstm", "label_heavy")
     frames, lengths = encoder_batch([0, 9, 24, 13], seed=3)
-    greedy = greedy_label_looping(model, frames, lengths, 3, window_size=4, fusions=fusions).hypotheses()
-    assert all(same(a, b) for a, b in zip(greedy, greedy_reference(model, frames, lengths, 3, fusions=fusions).hypotheses()))
-    batched = beam_alsd_pp(model, frames, lengths, 3, beam_size=4, nbest=3, fusions=fusions).nbest
-    single = beam_alsd(model, frames, lengths, 3, beam_size=4, nbest=3, fusions=fusions).nbest
+    greedy = greedy_label_looping(model, frames, lengths, max_symbols_per_frame=3, window_size=4, fusions=fusions).hypotheses()
+    assert all(same(a, b) for a, b in zip(greedy, greedy_reference(model, frames, lengths, max_symbols_per_frame=3, fusions=fusions).hypotheses()))
+    batched = beam_alsd_pp(model, frames, lengths, max_symbols_per_frame=3, beam_size=4, nbest=3, fusions=fusions).nbest
+    single = beam_alsd(model, frames, lengths, max_symbols_per_frame=3, beam_size=4, nbest=3, fusions=fusions).nbest
     for got, want in zip(batched, single):
         assert len(got) == len(want) and all(same(a, b) for a, b in zip(got, want))
 

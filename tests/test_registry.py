@@ -1,4 +1,4 @@
-"""Strategies register themselves with an options class; decode() and the command line follow the registry."""
+"""Strategies are registered with an options class; decode() and the command line follow the registry."""
 
 import argparse
 import dataclasses
@@ -19,6 +19,7 @@ from transdec.decoding import (
 )
 from transdec.decoding.flags import add_decoding_arguments, decoding_configs
 from transdec.decoding.options import option
+from transdec.decoding.registry import takes_options
 
 
 def test_every_strategy_takes_its_options_as_arguments():
@@ -56,12 +57,14 @@ class EchoOptions(GreedyOptions):
 def echo_strategy():
     """A strategy from outside the package: the reference run ``repeat`` times."""
 
-    def echo(model, encoder_out, lengths, max_symbols_per_frame=10, repeat=1, fusions=()):
-        for _ in range(repeat - 1):
-            greedy_reference(model, encoder_out, lengths, max_symbols_per_frame, fusions)
-        return greedy_reference(model, encoder_out, lengths, max_symbols_per_frame, fusions)
+    @takes_options(EchoOptions)
+    def echo(model, encoder_out, lengths, options, fusions=()):
+        for _ in range(options.repeat):
+            result = greedy_reference(model, encoder_out, lengths, fusions=fusions,
+                                      max_symbols_per_frame=options.max_symbols_per_frame)
+        return result
 
-    register_strategy("echo", EchoOptions, "the reference, repeated")(echo)
+    register_strategy("echo", echo, EchoOptions, "the reference, repeated")
     yield
     del STRATEGIES["echo"]
 
@@ -82,11 +85,24 @@ def test_a_registered_strategy_reaches_decode_and_the_flags(echo_strategy):
 
 
 def test_registration_checks_the_function_against_its_options():
-    with pytest.raises(TypeError, match=r"takes no argument\(s\) \['max_symbols_per_frame', 'repeat'\]"):
-        register_strategy("bad", EchoOptions, "")(lambda model, encoder_out, lengths, fusions=(): None)
+    with pytest.raises(TypeError, match=r"takes no argument\(s\) \['options'\]"):
+        register_strategy("bad", lambda model, encoder_out, lengths, fusions=(): None, EchoOptions, "")
     with pytest.raises(ValueError, match="already registered"):
-        register_strategy("greedy_label", LabelLoopingOptions, "")(lambda *a, **k: None)
+        register_strategy("greedy_label", lambda *a, **k: None, LabelLoopingOptions, "")
     assert "bad" not in STRATEGIES
+
+
+def test_strategy_functions_take_their_options_object_or_keywords():
+    model = model_for("rnnt", "lstm", "label_heavy")
+    frames, lengths = encoder_batch([6, 3], seed=0)
+    by_object = greedy_reference(model, frames, lengths, GreedyOptions(max_symbols_per_frame=2)).hypotheses()
+    assert greedy_reference(model, frames, lengths, max_symbols_per_frame=2).hypotheses() == by_object
+    with pytest.raises(TypeError, match="takes GreedyOptions, got LabelLoopingOptions"):
+        greedy_reference(model, frames, lengths, LabelLoopingOptions())
+    with pytest.raises(TypeError, match="not both"):
+        greedy_reference(model, frames, lengths, GreedyOptions(), max_symbols_per_frame=2)
+    with pytest.raises(ValueError, match="max_symbols_per_frame"):
+        greedy_reference(model, frames, lengths, max_symbols_per_frame=0)
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -93,16 +93,16 @@ def test_every_greedy_decoder_equals_the_reference_with_fusion(kind, predictor, 
     model = model_for(kind, predictor, "label_heavy")
     frames, lengths = encoder_batch([0, 1, 24, 13, 7, 24, 5, 19], seed=4)
     fusions = fusions_for(kind, blank_scoring)
-    expected = greedy_reference(model, frames, lengths, 3, fusions=fusions).hypotheses()
-    plain = greedy_reference(model, frames, lengths, 3).hypotheses()
+    expected = greedy_reference(model, frames, lengths, max_symbols_per_frame=3, fusions=fusions).hypotheses()
+    plain = greedy_reference(model, frames, lengths, max_symbols_per_frame=3).hypotheses()
     assert [h.tokens for h in expected] != [h.tokens for h in plain], "the fusion must change some decision"
     for window in (1, 4):
-        got = greedy_label_looping(model, frames, lengths, 3, window_size=window, fusions=fusions)
+        got = greedy_label_looping(model, frames, lengths, max_symbols_per_frame=3, window_size=window, fusions=fusions)
         assert_same_hypotheses(got.hypotheses(), expected)
-        got = greedy_wind(model, frames, lengths, 3, window_size=window, fusions=fusions)
+        got = greedy_wind(model, frames, lengths, max_symbols_per_frame=3, window_size=window, fusions=fusions)
         assert_same_hypotheses(got.hypotheses(), expected)
     if kind == "rnnt":
-        assert_same_hypotheses(greedy_frame_looping(model, frames, lengths, 3, fusions=fusions).hypotheses(), expected)
+        assert_same_hypotheses(greedy_frame_looping(model, frames, lengths, max_symbols_per_frame=3, fusions=fusions).hypotheses(), expected)
 
 
 def test_fusion_with_zero_weight_changes_nothing():
@@ -122,7 +122,7 @@ def test_hypothesis_score_is_the_fused_path_score():
     model = model_for(kind, "lstm", "label_heavy")
     frames, lengths = encoder_batch([20], seed=6)
     fusions = fusions_for(kind, blank_scoring=False, weight=weight)
-    fused = greedy_reference(model, frames, lengths, 3, fusions=fusions).hypotheses()[0]
+    fused = greedy_reference(model, frames, lengths, max_symbols_per_frame=3, fusions=fusions).hypotheses()[0]
     scorer = fusions[0].scorer
     lm_logprob, previous = 0.0, scorer.num_tokens
     for token in fused.tokens:
@@ -165,8 +165,8 @@ def test_cuda_graph_modes_refuse_fusions_that_are_not_graph_safe():
 def test_in_place_label_looping_with_an_ngram_lm_equals_the_reference(kind, tmp_path):
     """The steps CUDA graphs capture carry the LM's state (the n-gram LM is graph-safe), in both replay orders."""
     from arpa_fixtures import random_arpa
-    from transdec.decoding.greedy_label_looping import LabelLoopingSearch
-    from transdec.decoding.label_looping_graphs import run_step_pieces, step_pieces
+    from transdec.decoding.greedy.label_looping import LabelLoopingSearch
+    from transdec.decoding.cuda.label_looping_graphs import run_step_pieces, step_pieces
     from transdec.decoding.scoring import Scoring
     from transdec.lm import NGramLM
 
@@ -177,7 +177,7 @@ def test_in_place_label_looping_with_an_ngram_lm_equals_the_reference(kind, tmp_
     assert Scoring(HEADS[kind], fusions).graph_safe
     model = model_for(kind, "lstm", "label_heavy")
     frames, lengths = encoder_batch([0, 1, 24, 13, 7, 24], seed=2)
-    expected = greedy_reference(model, frames, lengths, 3, fusions=fusions).hypotheses()
+    expected = greedy_reference(model, frames, lengths, max_symbols_per_frame=3, fusions=fusions).hypotheses()
     for window, replay in ((1, "loops"), (4, "step_graphs")):
         search = LabelLoopingSearch(model, frames, lengths, 3, window, in_place=True, scoring=Scoring(model.head, fusions))
         search.run() if replay == "loops" else run_step_pieces(search, *step_pieces(search))

@@ -21,13 +21,13 @@ batches = st.lists(st.integers(min_value=0, max_value=24), min_size=1, max_size=
 def reference(kind, predictor, profile, max_symbols, lengths, seed):
     model = model_for(kind, predictor, profile)
     frames, lengths_tensor = encoder_batch(list(lengths), seed)
-    return greedy_reference(model, frames, lengths_tensor, max_symbols).hypotheses()
+    return greedy_reference(model, frames, lengths_tensor, max_symbols_per_frame=max_symbols).hypotheses()
 
 
 def check(decoder, window, kind, predictor, profile, max_symbols, lengths, seed):
     model = model_for(kind, predictor, profile)
     frames, lengths_tensor = encoder_batch(lengths, seed)
-    result = decoder(model, frames, lengths_tensor, max_symbols, window_size=window)
+    result = decoder(model, frames, lengths_tensor, max_symbols_per_frame=max_symbols, window_size=window)
     assert_same_hypotheses(result.hypotheses(), reference(kind, predictor, profile, max_symbols, tuple(lengths), seed))
     return result
 

@@ -2,10 +2,10 @@
 
 from transdec.decoding.api import DecodingConfig, decode, strategy_named
 from transdec.decoding.batched_hyps import BatchedHyps
-from transdec.decoding.greedy_frame_looping import InexactDecodingWarning, greedy_frame_looping
-from transdec.decoding.greedy_label_looping import LabelLoopingOptions, greedy_label_looping
-from transdec.decoding.greedy_reference import greedy_reference
-from transdec.decoding.greedy_wind import greedy_wind
+from transdec.decoding.greedy.frame_looping import InexactDecodingWarning, greedy_frame_looping
+from transdec.decoding.greedy.label_looping import LabelLoopingOptions, greedy_label_looping
+from transdec.decoding.greedy.reference import greedy_reference
+from transdec.decoding.greedy.wind import greedy_wind
 from transdec.decoding.options import BeamOptions, DecodingOptions, GreedyOptions, WindOptions
 from transdec.decoding.registry import STRATEGIES, Strategy, register_strategy
 from transdec.decoding.results import DecodingResult, DecodingStats, Hypothesis

@@ -8,10 +8,7 @@ from typing import Any
 
 import torch
 
-# Each strategy module registers itself on import.
-from transdec.decoding import greedy_label_looping, greedy_frame_looping, greedy_wind, greedy_reference  # noqa: F401, I001
-from transdec.decoding import beam_graves, beam_maes, beam_alsd, beam_alsd_pp, beam_aes_pp, beam_wind, beam_wind_batched  # noqa: F401, I001
-from transdec.decoding import ctc_greedy  # noqa: F401
+from transdec.decoding import strategies  # noqa: F401  (registers the built-in strategies)
 from transdec.decoding.options import DecodingOptions
 from transdec.decoding.registry import STRATEGIES, Strategy
 from transdec.decoding.results import DecodingResult
@@ -36,7 +33,7 @@ class DecodingConfig:
     ValueError naming the ones it has. Strategies (see ``transdec.decoding.STRATEGIES``):
 
     * ``greedy_label``: label-looping, exact, the fastest batched decoder (options
-      :class:`~transdec.decoding.greedy_label_looping.LabelLoopingOptions`: ``window_size``, ``cuda_graphs``,
+      :class:`~transdec.decoding.greedy.label_looping.LabelLoopingOptions`: ``window_size``, ``cuda_graphs``,
       ``compute_dtype``);
     * ``greedy_frame``: the frame-looping baseline, inexact for TDT and multi-blank;
     * ``greedy_wind``: one utterance at a time with a WIND window, the batch-1 path;
@@ -91,6 +88,5 @@ def decode(
     """
     config = config or DecodingConfig()
     strategy = STRATEGIES[config.strategy]
-    kwargs = {name: getattr(config.options, name) for name in strategy.strategy_fields()}
     with decoding_threads(encoder_out.device, config.options.cpu_threads):
-        return strategy.decode(model, encoder_out, lengths, fusions=config.fusions, **kwargs)
+        return strategy.decode(model, encoder_out, lengths, config.options, fusions=config.fusions)

@@ -9,7 +9,7 @@ Memory grows with the number of steps, one node per hypothesis per step, not wit
 
 With ``fixed_capacity`` the node buffers never grow, the step count is a device tensor and every update is written
 into the tensors made at the start, so that the steps need no host sync and a CUDA graph can capture them
-(:mod:`transdec.decoding.beam_graphs`); the count is read back once, by :meth:`BatchedBeamHyps.hypotheses`.
+(:mod:`transdec.decoding.cuda.beam_graphs`); the count is read back once, by :meth:`BatchedBeamHyps.hypotheses`.
 
 The hash of a token sequence ``y`` is ``H(y + [k]) = (H(y) * P + k + 1) mod M`` with primes ``P`` and ``M``
 chosen so that the product fits in int64; hypotheses are the same tokens when hash, length and last token agree.

@@ -1,25 +1,59 @@
-"""The decoding strategies by name: each strategy module registers its function and options class here.
+"""The decoding strategies by name, and the calling convention every strategy function follows.
 
-A strategy is a function ``decode_fn(model, encoder_out [B, T, D], lengths [B], *, fusions, **options)``
-returning a :class:`~transdec.decoding.results.DecodingResult`, whose keyword arguments are the fields its
-options class adds to :class:`~transdec.decoding.options.DecodingOptions`. ``fusions`` are the
-:class:`~transdec.decoding.scoring.Fusion` s to score with; every strategy reads the joint through
-:class:`~transdec.decoding.scoring.Scoring`. :func:`~transdec.decoding.api.decode` and the command line
-work on whatever is registered.
+A strategy is a function ``decode_fn(model, encoder_out [B, T, D], lengths [B], options, *, fusions)`` returning a
+:class:`~transdec.decoding.results.DecodingResult`: ``options`` is an instance of the strategy's options class (a
+:class:`~transdec.decoding.options.DecodingOptions` subclass, where every option and its default is defined once),
+``fusions`` the :class:`~transdec.decoding.scoring.Fusion` s to score with. :func:`takes_options` lets the
+function also be called with its options as keywords. The built-in strategies are registered in
+:mod:`transdec.decoding.strategies`; :func:`~transdec.decoding.api.decode` and the command line work on whatever
+is registered.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import functools
 import inspect
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Callable, TypeVar
+from typing import Any, Callable, Protocol, TypeVar
+
+import torch
 
 from transdec.decoding.options import DecodingOptions
 from transdec.decoding.results import DecodingResult
+from transdec.decoding.scoring import Fusion
 
-DecodeFn = Callable[..., DecodingResult]
-F = TypeVar("F", bound=DecodeFn)
+
+class DecodeFn(Protocol):
+    def __call__(self, model: Any, encoder_out: torch.Tensor, lengths: torch.Tensor,
+                 options: DecodingOptions, *, fusions: Sequence[Fusion] = ()) -> DecodingResult: ...
+
+
+F = TypeVar("F", bound=Callable[..., DecodingResult])
+
+
+def takes_options(options_class: type[DecodingOptions]) -> Callable[[F], F]:
+    """Decorator for a strategy function ``fn(model, encoder_out, lengths, options, fusions=())``: the options may
+    be left out (the class's defaults), or given as keywords (``fn(model, x, n, beam_size=8)``), and are checked
+    to be ``options_class``."""
+
+    def wrap(decode_fn: F) -> F:
+        @functools.wraps(decode_fn)
+        def call(model: Any, encoder_out: torch.Tensor, lengths: torch.Tensor,
+                 options: DecodingOptions | None = None, *, fusions: Sequence[Fusion] = (),
+                 **option_values: Any) -> DecodingResult:
+            if options is None:
+                options = options_class(**option_values)
+            elif option_values:
+                raise TypeError(f"{decode_fn.__name__}: give options either as an object or as keywords, not both")
+            elif type(options) is not options_class:
+                raise TypeError(f"{decode_fn.__name__} takes {options_class.__name__}, got {type(options).__name__}")
+            return decode_fn(model, encoder_out, lengths, options, fusions=fusions)
+
+        call.options_class = options_class  # type: ignore[attr-defined]
+        return call  # type: ignore[return-value]
+
+    return wrap
 
 
 @dataclass(frozen=True)
@@ -31,30 +65,20 @@ class Strategy:
     options: type[DecodingOptions]
     summary: str
 
-    def strategy_fields(self) -> list[str]:
-        """The option names passed to the function (those :class:`DecodingOptions` does not define)."""
-        common = {f.name for f in dataclasses.fields(DecodingOptions)}
-        return [f.name for f in dataclasses.fields(self.options) if f.name not in common]
-
 
 #: Every registered strategy by name, in registration order.
 STRATEGIES: dict[str, Strategy] = {}
 
 
-def register_strategy(name: str, options: type[DecodingOptions], summary: str) -> Callable[[F], F]:
-    """Decorator that registers a strategy function under ``name`` with its options class."""
-
-    def register(decode_fn: F) -> F:
-        if name in STRATEGIES:
-            raise ValueError(f"a decoding strategy named {name!r} is already registered")
-        if not (isinstance(options, type) and issubclass(options, DecodingOptions)):
-            raise TypeError(f"{name}: options must be a DecodingOptions subclass, got {options!r}")
-        strategy = Strategy(name, decode_fn, options, summary)
-        parameters = inspect.signature(decode_fn).parameters
-        missing = [n for n in [*strategy.strategy_fields(), "fusions"] if n not in parameters]
-        if missing:
-            raise TypeError(f"{name}: {decode_fn.__qualname__} takes no argument(s) {missing}")
-        STRATEGIES[name] = strategy
-        return decode_fn
-
-    return register
+def register_strategy(name: str, decode_fn: DecodeFn, options: type[DecodingOptions], summary: str) -> Strategy:
+    """Register ``decode_fn`` under ``name`` with its options class; returns the :class:`Strategy`."""
+    if name in STRATEGIES:
+        raise ValueError(f"a decoding strategy named {name!r} is already registered")
+    if not (isinstance(options, type) and issubclass(options, DecodingOptions)):
+        raise TypeError(f"{name}: options must be a DecodingOptions subclass, got {options!r}")
+    parameters = inspect.signature(decode_fn).parameters
+    missing = [n for n in ("options", "fusions") if n not in parameters]
+    if missing:
+        raise TypeError(f"{name}: {decode_fn.__qualname__} takes no argument(s) {missing}")
+    STRATEGIES[name] = Strategy(name, decode_fn, options, summary)
+    return STRATEGIES[name]

@@ -6,7 +6,7 @@ operations around each joint call dominate. Two kernels replace them, one progra
 * :func:`search_pass`: from the joint logits of a row's window ``[W, C]`` (``W = 1`` without WIND), the
   greedy emission at each position (argmax label and its log-probability, TDT duration, advance; at position 0
   the forced blank after ``max_symbols_per_frame`` tokens at the frame), then the
-  chain of blank jumps the reference follows from position 0 (see :mod:`transdec.decoding.wind_window`):
+  chain of blank jumps the reference follows from position 0 (see :mod:`transdec.decoding.greedy.wind_window`):
   moves the row's frame, adds the crossed blanks' log-probs to its score, and stores the emission where
   the chain stopped (the row's label, if it found one) and whether the row is still searching;
 * :func:`end_label`: appends each active row's label to its hypothesis and moves its frame as the label

@@ -1,8 +1,8 @@
 """What the frame-synchronous per-utterance searches (Graves' search and mAES) share: token-sequence entries, the
 paths they combine, the emissions one joint call offers, and the search state of one utterance.
 
-Terms (see :mod:`transdec.decoding.beam_graves` for the search built on them). A *path* is one sequence of
-emissions under the decoding rules of :mod:`transdec.decoding.greedy_reference`; its score is the sum of its
+Terms (see :mod:`transdec.decoding.beam.graves` for the search built on them). A *path* is one sequence of
+emissions under the decoding rules of :mod:`transdec.decoding.greedy.reference`; its score is the sum of its
 emissions' scores from :class:`~transdec.decoding.scoring.Scoring`. An *entry* is a token sequence at a frame with
 the paths to it that the search has combined (:class:`PathSum`), as their total (``merge="logsumexp"``) or their
 best (``"max"``).
@@ -359,7 +359,7 @@ class FrameSearch:
 
     def forced_blank(self, frame: int, tokens: Tokens) -> Move:
         """The forced blank after ``tokens`` at ``frame``: the only emission once a path has emitted
-        ``max_symbols_per_frame`` tokens there (see :mod:`transdec.decoding.greedy_reference`)."""
+        ``max_symbols_per_frame`` tokens there (see :mod:`transdec.decoding.greedy.reference`)."""
         return self.move(self.row(frame, tokens), self.head.blank_id, self.head.forced_duration_index)
 
     def stay_move(self, frame: int, tokens: Tokens, token: int) -> Move:

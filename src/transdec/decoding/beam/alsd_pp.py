@@ -1,6 +1,6 @@
 """ALSD++: alignment-length synchronous beam search batched over utterances and beams (beam-search paper, Sec. 2).
 
-The search is the one :mod:`transdec.decoding.beam_alsd` spells out per utterance, with identical results:
+The search is the one :mod:`transdec.decoding.beam.alsd` spells out per utterance, with identical results:
 every hypothesis takes one emission per step; the ``beam_size`` best candidates of each utterance are kept;
 hypotheses with the same tokens in the same state are merged; finished hypotheses stay in the beam with
 their scores. Here every step is a few tensor operations on all ``B x K`` hypotheses at once: one joint call,
@@ -15,7 +15,7 @@ greedy label-looping result (tokens, timestamps, durations and score) for every 
 hypothesis are its ``K`` best labels (times its ``K`` best durations for TDT): no other can be among the
 utterance's ``K`` best.
 
-On CUDA the search runs as CUDA graphs (:mod:`transdec.decoding.beam_graphs`, ``cuda_graphs``): with
+On CUDA the search runs as CUDA graphs (:mod:`transdec.decoding.cuda.beam_graphs`, ``cuda_graphs``): with
 ``in_place=True`` :class:`AlsdSearch` writes every update into tensors made once, counts on the device and
 runs the predictor on every hypothesis, so a step never reads anything back, and its loop condition is a device
 flag. The results are the same in every mode.
@@ -31,11 +31,11 @@ import torch
 
 from transdec.decoding.beam_hyps import BatchedBeamHyps, merge_equal, pairwise_equal, step_rows
 from transdec.decoding.emissions import lookup_tables, tdt_advance
-from transdec.decoding.graph_cache import GRAPH_MODES, check_graph_mode
-from transdec.decoding.in_place import set_state
+from transdec.decoding.cuda.graph_cache import GRAPH_MODES, check_graph_mode
+from transdec.decoding.cuda.in_place import set_state
 from transdec.decoding.inputs import checked_lengths
 from transdec.decoding.options import PruningOptions, option
-from transdec.decoding.registry import register_strategy
+from transdec.decoding.registry import takes_options
 from transdec.decoding.results import DecodingResult, DecodingStats
 from transdec.decoding.scoring import Fusion, LabelScores, Scoring
 from transdec.protocol import DecodingModel
@@ -55,39 +55,30 @@ class AlsdPlusOptions(PruningOptions):
         check_graph_mode(self.cuda_graphs)
 
 
-@register_strategy("beam_alsd_pp", AlsdPlusOptions,
-                   "ALSD++: alignment-length synchronous beam search batched over utterances and beams")
+@takes_options(AlsdPlusOptions)
 @torch.inference_mode()
 def beam_alsd_pp(
     model: DecodingModel,
     encoder_out: torch.Tensor,
     lengths: torch.Tensor,
-    max_symbols_per_frame: int | None = 10,
-    beam_size: int = 4,
-    nbest: int = 1,
-    merge: str = "max",
-    length_norm: bool = False,
-    pruning: str = "late",
-    cuda_graphs: str = "auto",
+    options: AlsdPlusOptions,
     fusions: Sequence[Fusion] = (),
 ) -> DecodingResult:
     """Beam search over ``encoder_out [B, T, D]`` with valid ``lengths [B]``; ``result.nbest`` has each
     utterance's ``nbest`` best hypotheses.
 
-    ``cuda_graphs`` (CUDA only; see :mod:`transdec.decoding.beam_graphs`): ``"while_loops"`` runs the whole
+    ``cuda_graphs`` (CUDA only; see :mod:`transdec.decoding.cuda.beam_graphs`): ``"while_loops"`` runs the whole
     search as one CUDA graph with a device-side loop, ``"step_graphs"`` replays each search step as a graph from a
     host loop, ``"off"`` runs the steps eagerly, ``"auto"`` takes the fastest that works here (a mode that cannot
     be used warns once). Graphs need a ``max_symbols_per_frame``; they take ``fusions`` whose scorers are
     ``graph_safe`` (the n-gram LM): with any other ``"auto"`` means ``"off"`` and a graph mode is a ValueError."""
     lengths = checked_lengths(encoder_out, lengths)
-    options = AlsdPlusOptions(max_symbols_per_frame=max_symbols_per_frame, beam_size=beam_size, nbest=nbest,
-                              merge=merge, length_norm=length_norm, pruning=pruning, cuda_graphs=cuda_graphs)
     scoring = Scoring(model.head, fusions)
-    if not scoring.graph_safe and cuda_graphs not in ("auto", "off"):
-        raise ValueError(f"cuda_graphs={cuda_graphs!r} takes only graph-safe fusions (such as the n-gram LM); "
+    if not scoring.graph_safe and options.cuda_graphs not in ("auto", "off"):
+        raise ValueError(f"cuda_graphs={options.cuda_graphs!r} takes only graph-safe fusions (such as the n-gram LM); "
                          "use 'auto' or 'off'")
-    if encoder_out.device.type == "cuda" and cuda_graphs != "off" and scoring.graph_safe:
-        from transdec.decoding.beam_graphs import decode_with_graphs
+    if encoder_out.device.type == "cuda" and options.cuda_graphs != "off" and scoring.graph_safe:
+        from transdec.decoding.cuda.beam_graphs import decode_with_graphs
 
         result = decode_with_graphs(model, encoder_out, lengths, options, scoring.fusions)
         if result is not None:
@@ -104,7 +95,7 @@ class AlsdSearch:
     never read them back: every update is copied into the tensors the first :meth:`start` made, call counts
     and the loop condition ``active_any`` (a 0-dim bool) live on the device, and the predictor runs on every
     hypothesis. A CUDA graph can then capture :meth:`start` and :meth:`step` and replay them on new inputs
-    written into ``encoder_out`` and ``lengths`` (:mod:`transdec.decoding.beam_graphs`).
+    written into ``encoder_out`` and ``lengths`` (:mod:`transdec.decoding.cuda.beam_graphs`).
 
     The hypotheses then get a fixed capacity of ``T * (m + 1)`` steps (``m = max_symbols_per_frame``): a step
     runs only while some hypothesis is searching, and one searching at step ``n`` took an emission at each of the
@@ -308,7 +299,7 @@ class AlsdSearch:
 
     def _merge(self) -> None:
         """Merge hypotheses with the same tokens in the same state into the best of them (see the module
-        docstring of :mod:`transdec.decoding.beam_alsd`)."""
+        docstring of :mod:`transdec.decoding.beam.alsd`)."""
         hyps = self.hyps
         finished = hyps.time >= self.lengths
         alive = hyps.scores > -torch.inf

@@ -1,12 +1,12 @@
 """Alignment-length synchronous beam search (Saon et al. 2020, ALSD), one utterance at a time: the specification
-that batched ALSD++ (:mod:`transdec.decoding.beam_alsd_pp`) is tested against.
+that batched ALSD++ (:mod:`transdec.decoding.beam.alsd_pp`) is tested against.
 
 Every hypothesis takes exactly one emission per search step, so all hypotheses of a step have the same
 alignment length (tokens plus blanks). A hypothesis is its tokens, its frame ``t``, the number of tokens it
 emitted at ``t`` since ``t`` last moved, its score and its predictor and fusion states. At each step:
 
 1. Every unfinished hypothesis (``t < T``) is expanded by every emission the greedy rules allow at ``t``
-   (:mod:`transdec.decoding.greedy_reference`): each label output (and, for TDT, each duration with it),
+   (:mod:`transdec.decoding.greedy.reference`): each label output (and, for TDT, each duration with it),
    scored by :class:`~transdec.decoding.scoring.Scoring`. A blank moves ``t`` by 1, a big blank by its
    duration, a TDT emission by its duration (a blank by at least 1); a token of an RNN-T or multi-blank head
    stays at ``t``; after ``max_symbols_per_frame`` tokens at one frame the forced blank is the only emission.
@@ -34,10 +34,10 @@ from typing import Any, Callable, Hashable
 
 import torch
 
-from transdec.decoding.frame_search import Move, label_advance, logsumexp
+from transdec.decoding.beam.frame_search import Move, label_advance, logsumexp
 from transdec.decoding.inputs import checked_lengths
 from transdec.decoding.options import PruningOptions, option
-from transdec.decoding.registry import register_strategy
+from transdec.decoding.registry import takes_options
 from transdec.decoding.results import DecodingResult, DecodingStats, Hypothesis
 from transdec.decoding.scoring import Fusion, LabelScores, Scoring
 from transdec.protocol import DecodingModel, HeadSpec
@@ -73,26 +73,17 @@ class _Hyp:
     context: tuple[torch.Tensor, ...] = field(default=())
 
 
-@register_strategy("beam_alsd", AlsdOptions,
-                   "alignment-length synchronous beam search, one utterance at a time (Saon et al. 2020)")
+@takes_options(AlsdOptions)
 @torch.inference_mode()
 def beam_alsd(
     model: DecodingModel,
     encoder_out: torch.Tensor,
     lengths: torch.Tensor,
-    max_symbols_per_frame: int | None = 10,
-    beam_size: int = 4,
-    nbest: int = 1,
-    merge: str = "max",
-    length_norm: bool = False,
-    pruning: str = "late",
-    max_length_ratio: float | None = None,
+    options: AlsdOptions,
     fusions: Sequence[Fusion] = (),
 ) -> DecodingResult:
     """Beam search over ``encoder_out [B, T, D]`` with valid ``lengths [B]``, one utterance after another."""
     lengths = checked_lengths(encoder_out, lengths)
-    options = AlsdOptions(max_symbols_per_frame=max_symbols_per_frame, beam_size=beam_size, nbest=nbest,
-                          merge=merge, length_norm=length_norm, pruning=pruning, max_length_ratio=max_length_ratio)
     scoring = Scoring(model.head, fusions)
     stats = DecodingStats()
     nbest_lists = [
@@ -158,7 +149,7 @@ def _moves(head: HeadSpec, scored: LabelScores, beam_size: int, early: bool = Fa
 
 
 def forced_blank(head: HeadSpec, scored: LabelScores) -> Move:
-    """The forced blank of one joint call (see :mod:`transdec.decoding.greedy_reference`)."""
+    """The forced blank of one joint call (see :mod:`transdec.decoding.greedy.reference`)."""
     blank, index = head.blank_id, head.forced_duration_index
     score, logprob = float(scored.scores[0, blank]), float(scored.label_logprobs[0, blank])
     duration_logprob = float(scored.duration_logprobs[0, index]) if head.kind == "tdt" else 0.0

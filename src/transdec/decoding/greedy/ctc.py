@@ -15,15 +15,15 @@ import torch
 from transdec.decoding.batched_hyps import BatchedHyps
 from transdec.decoding.inputs import checked_lengths
 from transdec.decoding.options import DecodingOptions
-from transdec.decoding.registry import register_strategy
+from transdec.decoding.registry import takes_options
 from transdec.decoding.results import DecodingResult, DecodingStats, Hypothesis
 from transdec.decoding.scoring import Fusion
 from transdec.protocol import DecodingModel
 
 
-@register_strategy("ctc_greedy", DecodingOptions, "greedy CTC on a hybrid model's CTC head (no Transducer)")
+@takes_options(DecodingOptions)
 @torch.inference_mode()
-def ctc_greedy(model: DecodingModel, encoder_out: torch.Tensor, lengths: torch.Tensor,
+def ctc_greedy(model: DecodingModel, encoder_out: torch.Tensor, lengths: torch.Tensor, options: DecodingOptions,
                fusions: Sequence[Fusion] = ()) -> DecodingResult:
     """Decode ``encoder_out [B, T, D]`` with valid ``lengths [B]`` by the model's ``ctc`` head (a module mapping
     ``[B, T, D]`` to logits ``[B, T, V + 1]``, blank last)."""

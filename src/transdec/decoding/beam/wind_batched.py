@@ -1,6 +1,6 @@
 """WIND beam search (WIND paper, Algorithm 3) batched over utterances, RNN-T heads.
 
-The search of :mod:`transdec.decoding.beam_wind`, with the same results under ``merge="max"``: each utterance
+The search of :mod:`transdec.decoding.beam.wind`, with the same results under ``merge="max"``: each utterance
 takes the hypotheses waiting at its earliest frame ``t``, keeps the ``K = beam_size`` best, feeds each its last
 token, and expands it with one joint call over the window ``t .. t+n-1`` (``n = min(window_size, T - t)``) into
 its ``K`` best of "blanks up to window position ``k``, then token ``v`` at ``t+k``" and "blanks over the whole
@@ -24,27 +24,21 @@ import torch
 
 from transdec.decoding.beam_hyps import (BatchedBeamHyps, extended_hashes, live_entries, merge_equal,
                                          pairwise_equal, ranks_ahead, same_sequences, step_rows)
-from transdec.decoding.beam_wind import WindBeamOptions
+from transdec.decoding.beam.wind import WindBeamOptions
 from transdec.decoding.inputs import checked_lengths
-from transdec.decoding.registry import register_strategy
+from transdec.decoding.registry import takes_options
 from transdec.decoding.results import DecodingResult, DecodingStats, Hypothesis
 from transdec.decoding.scoring import Fusion, Scoring
 from transdec.protocol import DecodingModel
 
 
-@register_strategy("beam_wind_batched", WindBeamOptions,
-                   "WIND beam search batched over utterances: a window of frames per joint call (RNN-T)")
+@takes_options(WindBeamOptions)
 @torch.inference_mode()
 def beam_wind_batched(
     model: DecodingModel,
     encoder_out: torch.Tensor,
     lengths: torch.Tensor,
-    max_symbols_per_frame: int | None = 10,
-    beam_size: int = 4,
-    nbest: int = 1,
-    merge: str = "max",
-    length_norm: bool = False,
-    window_size: int = 8,
+    options: WindBeamOptions,
     fusions: Sequence[Fusion] = (),
 ) -> DecodingResult:
     """WIND beam search over ``encoder_out [B, T, D]`` with valid ``lengths [B]``, all utterances at once."""
@@ -52,8 +46,6 @@ def beam_wind_batched(
         raise ValueError(f"beam_wind_batched needs an RNN-T head, not {model.head.kind!r} (its blanks jump by "
                          "durations); use beam_alsd_pp")
     lengths = checked_lengths(encoder_out, lengths)
-    options = WindBeamOptions(max_symbols_per_frame=max_symbols_per_frame, beam_size=beam_size, nbest=nbest,
-                              merge=merge, length_norm=length_norm, window_size=window_size)
     search = _WindSearch(model, encoder_out, lengths, options, Scoring(model.head, fusions))
     while search.round():
         pass

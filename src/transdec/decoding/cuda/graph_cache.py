@@ -62,7 +62,7 @@ class GraphedSearch:
 
 def capture_graph(steps: Callable[[], object], pool: Any, stream: torch.cuda.Stream, keep: bool) -> Any:
     """A CUDA graph of ``steps`` on ``stream`` in memory ``pool``; ``keep`` keeps it clonable into a
-    :class:`~transdec.decoding.conditional_graphs.ConditionalGraph`."""
+    :class:`~transdec.decoding.cuda.conditional_graphs.ConditionalGraph`."""
     graph = torch.cuda.CUDAGraph(keep_graph=True) if keep else torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph, pool=pool, stream=stream, capture_error_mode="thread_local"):
         steps()
@@ -108,11 +108,11 @@ def weights_version(model: DecodingModel) -> tuple:
 
 def mode_unavailable(mode: str, device: torch.device) -> str | None:
     """Why ``mode`` cannot run on ``device`` at all (checked once per process), or None: ``"while_loops"`` needs
-    conditional graph nodes (:mod:`transdec.decoding.conditional_graphs`); the other modes need only PyTorch."""
+    conditional graph nodes (:mod:`transdec.decoding.cuda.conditional_graphs`); the other modes need only PyTorch."""
     if mode != "while_loops":
         return None
     if (mode, device) not in FAILED_MODES:
-        from transdec.decoding.conditional_graphs import conditional_graphs_unavailable
+        from transdec.decoding.cuda.conditional_graphs import conditional_graphs_unavailable
 
         FAILED_MODES[mode, device] = conditional_graphs_unavailable(device)
     return FAILED_MODES[mode, device]

@@ -1,13 +1,13 @@
 """Label-looping greedy decoding under CUDA graphs.
 
 Eager label-looping on a GPU is bound by kernel launches and host syncs: every pass of its loops issues
-dozens of small kernels and reads a flag back. :class:`~transdec.decoding.greedy_label_looping.LabelLoopingSearch`
+dozens of small kernels and reads a flag back. :class:`~transdec.decoding.greedy.label_looping.LabelLoopingSearch`
 splits the decode into four straight-line steps on preallocated tensors; here they are captured as CUDA
 graphs, in one of two modes:
 
 ``"while_loops"``
     The whole decode is one graph: the steps are child graphs inside two nested WHILE conditional nodes
-    (:mod:`transdec.decoding.conditional_graphs`), so a decode is one launch and one sync at the end, as
+    (:mod:`transdec.decoding.cuda.conditional_graphs`), so a decode is one launch and one sync at the end, as
     in the label-looping paper (Sec. 3.5). Needs a CUDA 12.4+ driver and ``cuda-python``.
 ``"step_graphs"``
     Three graphs (first label, search pass, next label) replayed from a host loop that reads both loop
@@ -20,7 +20,7 @@ decoding is the last resort; a decode never fails for that reason.
 Graphs are made per batch size and frame bucket (``T`` rounded up to a power of two, at least 64): the
 first decode of a shape pays for capture (tens of milliseconds) and later ones reuse it. They are kept
 per model, as long as the model lives, and made again when its predictor or joint weights change
-(:mod:`transdec.decoding.graph_cache`, which ALSD++'s graphs share).
+(:mod:`transdec.decoding.cuda.graph_cache`, which ALSD++'s graphs share).
 """
 
 from __future__ import annotations
@@ -30,17 +30,17 @@ from typing import Any, Callable
 
 import torch
 
-from transdec.decoding import greedy_kernels
-from transdec.decoding.conditional_graphs import ConditionalGraph, While
-from transdec.decoding.graph_cache import FAILED_MODES as _FAILED_MODES
-from transdec.decoding.graph_cache import CudaGraphFallbackWarning  # noqa: F401  (its documented home)
-from transdec.decoding.graph_cache import cached as _cached
-from transdec.decoding.graph_cache import GraphedSearch, capture_graph, failure_reason, frame_bucket
-from transdec.decoding.graph_cache import mode_unavailable as _mode_unavailable
-from transdec.decoding.graph_cache import no_garbage_collection as _no_garbage_collection
-from transdec.decoding.graph_cache import warn_fallback as _warn
-from transdec.decoding.graph_cache import weights_version as _weights_version
-from transdec.decoding.greedy_label_looping import LabelLoopingSearch
+from transdec.decoding.cuda import greedy_kernels
+from transdec.decoding.cuda.conditional_graphs import ConditionalGraph, While
+from transdec.decoding.cuda.graph_cache import FAILED_MODES as _FAILED_MODES
+from transdec.decoding.cuda.graph_cache import CudaGraphFallbackWarning  # noqa: F401  (its documented home)
+from transdec.decoding.cuda.graph_cache import cached as _cached
+from transdec.decoding.cuda.graph_cache import GraphedSearch, capture_graph, failure_reason, frame_bucket
+from transdec.decoding.cuda.graph_cache import mode_unavailable as _mode_unavailable
+from transdec.decoding.cuda.graph_cache import no_garbage_collection as _no_garbage_collection
+from transdec.decoding.cuda.graph_cache import warn_fallback as _warn
+from transdec.decoding.cuda.graph_cache import weights_version as _weights_version
+from transdec.decoding.greedy.label_looping import LabelLoopingSearch
 from transdec.decoding.results import DecodingResult
 from transdec.decoding.scoring import Fusion, Scoring
 from transdec.protocol import DecodingModel
@@ -159,7 +159,7 @@ def decode_with_graphs(
     """Decode with CUDA graphs in ``mode`` (or the fastest that works, for ``"auto"``); None means "decode
     eagerly": the modes could not be used (each one warned why) or the batch is empty.
 
-    Each mode is tried with the fused kernels of :mod:`transdec.decoding.greedy_kernels` where Triton is
+    Each mode is tried with the fused kernels of :mod:`transdec.decoding.cuda.greedy_kernels` where Triton is
     available and there are no ``fusions``, then without them. ``fusions`` must be graph-safe
     (:mod:`transdec.decoding.scoring`); the graphs keep them alive with the model's other graphs.
     """

@@ -24,9 +24,9 @@ import torch
 
 from transdec.decoding.batched_hyps import BatchedHyps
 from transdec.decoding.emissions import GreedyHead
-from transdec.decoding.inputs import check_max_symbols, checked_lengths
+from transdec.decoding.inputs import checked_lengths
 from transdec.decoding.options import GreedyOptions
-from transdec.decoding.registry import register_strategy
+from transdec.decoding.registry import takes_options
 from transdec.decoding.results import DecodingResult, DecodingStats
 from transdec.decoding.scoring import Fusion, Scoring
 from transdec.protocol import DecodingModel
@@ -36,19 +36,18 @@ class InexactDecodingWarning(UserWarning):
     """Raised when a decoder's result may differ from the per-utterance reference."""
 
 
-@register_strategy("greedy_frame", GreedyOptions,
-                   "frame-looping batched greedy, the baseline (inexact for TDT and multi-blank)")
+@takes_options(GreedyOptions)
 @torch.inference_mode()
 def greedy_frame_looping(
     model: DecodingModel,
     encoder_out: torch.Tensor,
     lengths: torch.Tensor,
-    max_symbols_per_frame: int | None = 10,
+    options: GreedyOptions,
     fusions: Sequence[Fusion] = (),
 ) -> DecodingResult:
     """Decode ``encoder_out [B, T, D]`` with valid ``lengths [B]``; exact for RNN-T only."""
     lengths = checked_lengths(encoder_out, lengths)
-    check_max_symbols(max_symbols_per_frame)
+    max_symbols_per_frame = options.max_symbols_per_frame
     head, predictor, joint = model.head, model.predictor, model.joint
     exact = head.kind == "rnnt"
     if not exact:

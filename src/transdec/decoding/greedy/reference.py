@@ -33,31 +33,29 @@ from collections.abc import Sequence
 import torch
 
 from transdec.decoding.batched_hyps import BatchedHyps
-from transdec.decoding.inputs import check_max_symbols, checked_lengths
+from transdec.decoding.inputs import checked_lengths
 from transdec.decoding.options import GreedyOptions
-from transdec.decoding.registry import register_strategy
+from transdec.decoding.registry import takes_options
 from transdec.decoding.results import DecodingResult, DecodingStats, Hypothesis
 from transdec.decoding.scoring import Fusion, LabelScores, Scoring
 from transdec.protocol import DecodingModel, HeadSpec
 
 
-@register_strategy("greedy_reference", GreedyOptions,
-                   "one utterance at a time, frame by frame: the specification the others are tested against")
+@takes_options(GreedyOptions)
 @torch.inference_mode()
 def greedy_reference(
     model: DecodingModel,
     encoder_out: torch.Tensor,
     lengths: torch.Tensor,
-    max_symbols_per_frame: int | None = 10,
+    options: GreedyOptions,
     fusions: Sequence[Fusion] = (),
 ) -> DecodingResult:
     """Decode ``encoder_out [B, T, D]`` with valid ``lengths [B]``, one utterance after another."""
     lengths = checked_lengths(encoder_out, lengths)
-    check_max_symbols(max_symbols_per_frame)
     scoring = Scoring(model.head, fusions)
     stats = DecodingStats()
     hypotheses = [
-        _decode_utterance(model, scoring, encoder_out[b, :length], max_symbols_per_frame, stats)
+        _decode_utterance(model, scoring, encoder_out[b, :length], options.max_symbols_per_frame, stats)
         for b, length in enumerate(lengths.tolist())
     ]
     return DecodingResult(BatchedHyps.from_hypotheses(hypotheses, encoder_out.device, encoder_out.dtype), stats)

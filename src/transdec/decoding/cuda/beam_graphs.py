@@ -1,13 +1,13 @@
 """ALSD++ beam search under CUDA graphs (``cuda_graphs="while_loops"`` or ``"step_graphs"``).
 
 An eager ALSD++ step on a GPU is a hundred-odd small kernels and a host sync or two; at realistic batch sizes
-the launches, not the arithmetic, set its speed. :class:`~transdec.decoding.beam_alsd_pp.AlsdSearch` with
+the launches, not the arithmetic, set its speed. :class:`~transdec.decoding.beam.alsd_pp.AlsdSearch` with
 ``in_place=True`` runs the step on preallocated tensors without reading anything back; here its ``start`` and
 its ``step`` are captured as CUDA graphs, run in one of two modes:
 
 ``"while_loops"``
     One graph for the whole search: ``start``, then ``step`` inside a WHILE conditional node on the device flag
-    ``active_any`` (:mod:`transdec.decoding.conditional_graphs`), so a decode is one launch and one sync at the
+    ``active_any`` (:mod:`transdec.decoding.cuda.conditional_graphs`), so a decode is one launch and one sync at the
     end. Needs a CUDA 12.4+ driver and ``cuda-python``.
 ``"step_graphs"``
     The ``start`` graph, then the ``step`` graph replayed from a host loop that reads ``active_any`` once per
@@ -16,10 +16,10 @@ its ``step`` are captured as CUDA graphs, run in one of two modes:
 ``"auto"`` tries them in that order. Graphs are made per batch size, frame bucket (``T`` rounded up to a power
 of two, at least 64), beam, dtype, options, fusions (graph-safe ones: the n-gram LM's scoring kernel runs inside
 the step) and predictor/joint weights, and kept with the model
-(:mod:`transdec.decoding.graph_cache`, shared with greedy decoding's graphs). Before a captured set is trusted it
+(:mod:`transdec.decoding.cuda.graph_cache`, shared with greedy decoding's graphs). Before a captured set is trusted it
 decodes a small seeded batch, which must give the n-best (tokens, timestamps, durations) that eager decoding
 gives; a mode whose capture or check fails is skipped with one
-:class:`~transdec.decoding.graph_cache.CudaGraphFallbackWarning` saying why, and the search runs eagerly when
+:class:`~transdec.decoding.cuda.graph_cache.CudaGraphFallbackWarning` saying why, and the search runs eagerly when
 none is left: a decode never fails because of graphs.
 """
 
@@ -32,9 +32,9 @@ from typing import Any
 
 import torch
 
-from transdec.decoding.beam_alsd_pp import AlsdPlusOptions, AlsdSearch
-from transdec.decoding.conditional_graphs import ConditionalGraph, While
-from transdec.decoding.graph_cache import (FAILED_MODES, GraphedSearch, cached, capture_graph, failure_reason,
+from transdec.decoding.beam.alsd_pp import AlsdPlusOptions, AlsdSearch
+from transdec.decoding.cuda.conditional_graphs import ConditionalGraph, While
+from transdec.decoding.cuda.graph_cache import (FAILED_MODES, GraphedSearch, cached, capture_graph, failure_reason,
                                            frame_bucket, mode_unavailable, no_garbage_collection, warn_fallback,
                                            weights_version)
 from transdec.decoding.results import DecodingResult, Hypothesis

@@ -15,7 +15,7 @@ TDT duration or a big blank, or finished) wait in the beam. With ``S = min(num_s
    the beam): two different paths, both kept until the pool merges them (mAES instead drops the second and
    adds its prefix's share by prefix search).
 4. At step ``S`` the members have emitted ``S`` tokens at the frame: when ``S`` is ``max_symbols_per_frame`` the
-   forced blank is their only candidate (:mod:`transdec.decoding.greedy_reference`), and when it is a smaller
+   forced blank is their only candidate (:mod:`transdec.decoding.greedy.reference`), and when it is a smaller
    ``num_steps`` every emission that leaves the frame is (mAES's rule); so a frame holds at most ``S`` tokens
    that stay at it, and it is always left by a scored emission.
 5. Pool entries with the same tokens at the same frame (or both finished) are merged (``merge``: keep the
@@ -44,7 +44,7 @@ from transdec.decoding.beam_hyps import (BatchedBeamHyps, extended_hashes, live_
 from transdec.decoding.emissions import lookup_tables, tdt_advance
 from transdec.decoding.inputs import checked_lengths
 from transdec.decoding.options import ExpansionOptions, PruningOptions
-from transdec.decoding.registry import register_strategy
+from transdec.decoding.registry import takes_options
 from transdec.decoding.results import DecodingResult, DecodingStats, Hypothesis
 from transdec.decoding.scoring import Fusion, LabelScores, Scoring
 from transdec.protocol import DecodingModel, HeadSpec
@@ -55,30 +55,18 @@ class AesOptions(ExpansionOptions, PruningOptions):
     """Options of AES++: mAES's expansion, and with fusions, when their scores count."""
 
 
-@register_strategy("beam_aes_pp", AesOptions,
-                   "AES++: adaptive expansion search batched over utterances and beams")
+@takes_options(AesOptions)
 @torch.inference_mode()
 def beam_aes_pp(
     model: DecodingModel,
     encoder_out: torch.Tensor,
     lengths: torch.Tensor,
-    max_symbols_per_frame: int | None = 10,
-    beam_size: int = 4,
-    nbest: int = 1,
-    merge: str = "max",
-    length_norm: bool = False,
-    expansion_beta: int = 2,
-    expansion_gamma: float = 2.3,
-    num_steps: int = 2,
-    pruning: str = "late",
+    options: AesOptions,
     fusions: Sequence[Fusion] = (),
 ) -> DecodingResult:
     """AES++ over ``encoder_out [B, T, D]`` with valid ``lengths [B]``; ``result.nbest`` has each utterance's
     ``nbest`` best hypotheses."""
     lengths = checked_lengths(encoder_out, lengths)
-    options = AesOptions(max_symbols_per_frame=max_symbols_per_frame, beam_size=beam_size, nbest=nbest, merge=merge,
-                         length_norm=length_norm, expansion_beta=expansion_beta, expansion_gamma=expansion_gamma,
-                         num_steps=num_steps, pruning=pruning)
     search = _AesSearch(model, encoder_out, lengths, options, Scoring(model.head, fusions))
     for frame in range(int(lengths.max()) if len(lengths) else 0):
         search.frame(frame)

@@ -2,8 +2,8 @@
 Adaptive Expansion Search", Algorithm 2), one utterance at a time: a readable baseline and specification.
 
 Paths, their scores, entries and the merging of paths into entries (``merge``: ``"logsumexp"``, the paper's
-recombination, or ``"max"``) are as in :mod:`transdec.decoding.beam_graves`, whose
-:class:`~transdec.decoding.frame_search.FrameSearch` this search shares. Frame by frame (``t = 0 .. T-1``), with
+recombination, or ``"max"``) are as in :mod:`transdec.decoding.beam.graves`, whose
+:class:`~transdec.decoding.beam.frame_search.FrameSearch` this search shares. Frame by frame (``t = 0 .. T-1``), with
 ``W = beam_size``:
 
 1. ``A`` is the set of sequences waiting at frame ``t``; the prefix search adds to each the paths from its
@@ -35,12 +35,12 @@ Transducer's alone, the fusion scores joining the candidates kept (as ESPnet's a
 as AES++ does). ``B`` is always ranked by the fused scores.
 
 Prediction network caching: the predictor runs once per distinct token sequence of the utterance, and the joint
-once per sequence and frame (:class:`~transdec.decoding.frame_search.FrameSearch`). One predictor call feeds the
+once per sequence and frame (:class:`~transdec.decoding.beam.frame_search.FrameSearch`). One predictor call feeds the
 new sequences of an expansion step and one joint call scores all its hypotheses (the final blank step likewise);
 candidates are found by a top-k over those rows, and only they become Python objects.
 
 The n-best are the finished entries by score (per token with ``length_norm``), reported as in
-:mod:`transdec.decoding.beam_graves`. Every path is counted at most once, so a score never exceeds its sequence's
+:mod:`transdec.decoding.beam.graves`. Every path is counted at most once, so a score never exceeds its sequence's
 summed probability (``"max"``: its best path). With ``W + expansion_beta`` at least the number of emissions,
 ``expansion_gamma = inf``, ``num_steps >= max_symbols_per_frame`` and ``W`` above the number of sequences a frame can
 reach, every path is counted: the best hypothesis is the sequence with the highest total probability (``"max"``:
@@ -55,11 +55,11 @@ from dataclasses import dataclass
 
 import torch
 
-from transdec.decoding.frame_search import (Buckets, FrameSearch, Move, ScoredRow, Tokens, check_summing_merge,
+from transdec.decoding.beam.frame_search import (Buckets, FrameSearch, Move, ScoredRow, Tokens, check_summing_merge,
                                             stacked, summing_merge_option)
 from transdec.decoding.inputs import checked_lengths
 from transdec.decoding.options import ExpansionOptions, PruningOptions
-from transdec.decoding.registry import register_strategy
+from transdec.decoding.registry import takes_options
 from transdec.decoding.results import DecodingResult, DecodingStats, Hypothesis
 from transdec.decoding.scoring import Fusion, Scoring
 from transdec.protocol import DecodingModel
@@ -78,22 +78,13 @@ class MaesOptions(ExpansionOptions, PruningOptions):
         super().__post_init__()
 
 
-@register_strategy("beam_maes", MaesOptions,
-                   "modified adaptive expansion search with prefix search (Kim et al. 2020), one utterance at a time")
+@takes_options(MaesOptions)
 @torch.inference_mode()
 def beam_maes(
     model: DecodingModel,
     encoder_out: torch.Tensor,
     lengths: torch.Tensor,
-    max_symbols_per_frame: int | None = 10,
-    beam_size: int = 4,
-    nbest: int = 1,
-    merge: str = "logsumexp",
-    length_norm: bool = False,
-    expansion_beta: int = 2,
-    expansion_gamma: float = 2.3,
-    num_steps: int = 2,
-    pruning: str = "late",
+    options: MaesOptions,
     fusions: Sequence[Fusion] = (),
 ) -> DecodingResult:
     """mAES over ``encoder_out [B, T, D]`` with valid ``lengths [B]``, one utterance after another.
@@ -101,13 +92,10 @@ def beam_maes(
     Returns the n-best per utterance (``result.nbest``), best first, and the best in ``result.hyps``.
     """
     lengths = checked_lengths(encoder_out, lengths)
-    options = MaesOptions(max_symbols_per_frame=max_symbols_per_frame, beam_size=beam_size, nbest=nbest, merge=merge,
-                          length_norm=length_norm, expansion_beta=expansion_beta, expansion_gamma=expansion_gamma,
-                          num_steps=num_steps, pruning=pruning)
     scoring = Scoring(model.head, fusions)
     stats = DecodingStats()
-    nbest_lists = [_search(FrameSearch(model, scoring, encoder_out[b, :length], max_symbols_per_frame, merge, stats),
-                           options)
+    nbest_lists = [_search(FrameSearch(model, scoring, encoder_out[b, :length], options.max_symbols_per_frame,
+                                       options.merge, stats), options)
                    for b, length in enumerate(lengths.tolist())]
     return DecodingResult.from_nbest(nbest_lists, stats, encoder_out.device, encoder_out.dtype)
 

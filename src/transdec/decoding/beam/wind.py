@@ -31,10 +31,10 @@ from typing import Any
 
 import torch
 
-from transdec.decoding.beam_alsd import best_first, feed, merge_equal
+from transdec.decoding.beam.alsd import best_first, feed, merge_equal
 from transdec.decoding.inputs import check_window_size, checked_lengths
 from transdec.decoding.options import WINDOW_HELP, BeamOptions, option
-from transdec.decoding.registry import register_strategy
+from transdec.decoding.registry import takes_options
 from transdec.decoding.results import DecodingResult, DecodingStats, Hypothesis
 from transdec.decoding.scoring import Fusion, Scoring
 from transdec.protocol import DecodingModel
@@ -67,19 +67,13 @@ class _Hyp:
     context: tuple[torch.Tensor, ...] = field(default=())
 
 
-@register_strategy("beam_wind", WindBeamOptions,
-                   "WIND beam search: a window of frames per joint call, one utterance at a time (RNN-T)")
+@takes_options(WindBeamOptions)
 @torch.inference_mode()
 def beam_wind(
     model: DecodingModel,
     encoder_out: torch.Tensor,
     lengths: torch.Tensor,
-    max_symbols_per_frame: int | None = 10,
-    beam_size: int = 4,
-    nbest: int = 1,
-    merge: str = "max",
-    length_norm: bool = False,
-    window_size: int = 8,
+    options: WindBeamOptions,
     fusions: Sequence[Fusion] = (),
 ) -> DecodingResult:
     """WIND beam search over ``encoder_out [B, T, D]`` with valid ``lengths [B]``, one utterance after another."""
@@ -87,8 +81,6 @@ def beam_wind(
         raise ValueError(f"beam_wind needs an RNN-T head, not {model.head.kind!r} (its blanks jump by durations); "
                          "use beam_alsd_pp")
     lengths = checked_lengths(encoder_out, lengths)
-    options = WindBeamOptions(max_symbols_per_frame=max_symbols_per_frame, beam_size=beam_size, nbest=nbest,
-                              merge=merge, length_norm=length_norm, window_size=window_size)
     scoring = Scoring(model.head, fusions)
     stats = DecodingStats()
     nbest_lists = [_search(model, scoring, encoder_out[b, :length], options, stats)

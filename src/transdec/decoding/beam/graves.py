@@ -2,13 +2,13 @@
 utterance at a time: a readable baseline and specification.
 
 Terms. A *path* is one sequence of emissions under the decoding rules of
-:mod:`transdec.decoding.greedy_reference` (a blank moves time by 1, a big blank by its duration, a TDT emission by
+:mod:`transdec.decoding.greedy.reference` (a blank moves time by 1, a big blank by its duration, a TDT emission by
 its duration (a blank by at least 1), a token of an RNN-T or multi-blank head stays at its frame, and after
 ``max_symbols_per_frame`` tokens at one frame the forced blank is the only emission). Its score is the sum
 of its emissions' scores from :class:`~transdec.decoding.scoring.Scoring` (fused; for TDT plus the duration's
 log-prob). The search works on token *sequences*: the entry of a sequence holds the paths to it that the search has
 combined, as their total (``merge="logsumexp"``, the paper's rule) or their best (``merge="max"``), see
-:class:`~transdec.decoding.frame_search.PathSum`.
+:class:`~transdec.decoding.beam.frame_search.PathSum`.
 
 The search, frame by frame (``t = 0 .. T-1``), with ``W = beam_size``:
 
@@ -47,7 +47,7 @@ fusions; with ``"max"``, the best path's).
 Fusion (``fusions``, e.g. an LM) and ``pruning``: with ``"late"`` (the default) every ranking above (the order of
 ``A``, the beam criterion, the ``W`` best of ``B``) is by fused scores. With ``"early"`` the emissions made at
 frame ``t`` count there with their Transducer scores alone (the fused score of the paths before ``t`` plus the
-Transducer's of the rest, :attr:`~transdec.decoding.frame_search.PathSum.rank`); their fusion scores join the
+Transducer's of the rest, :attr:`~transdec.decoding.beam.frame_search.PathSum.rank`); their fusion scores join the
 ``W`` entries kept, for the next frames and the n-best (beam-search paper, Sec. 2.3: the Transducer selects, the
 LM rescores what it selected). With ``"max"`` an entry keeps its best path by fused
 score either way, and ranks by the best rank among its paths. Without fusions, or with nothing pruned, the two are
@@ -85,11 +85,11 @@ from dataclasses import dataclass
 
 import torch
 
-from transdec.decoding.frame_search import (Buckets, FrameSearch, LeavingTokens, PathSum, ScoredRow, Tokens,
+from transdec.decoding.beam.frame_search import (Buckets, FrameSearch, LeavingTokens, PathSum, ScoredRow, Tokens,
                                             check_summing_merge, combine, summing_merge_option)
 from transdec.decoding.inputs import checked_lengths
 from transdec.decoding.options import PruningOptions
-from transdec.decoding.registry import register_strategy
+from transdec.decoding.registry import takes_options
 from transdec.decoding.results import DecodingResult, DecodingStats, Hypothesis
 from transdec.decoding.scoring import Fusion, Scoring
 from transdec.protocol import DecodingModel
@@ -221,19 +221,13 @@ class _LeavingTokens(LeavingTokens):
         return [(frames[i // num_tokens], i % num_tokens) for i in flat.topk(min(count, flat.numel())).indices.tolist()]
 
 
-@register_strategy("beam_graves", GravesOptions,
-                   "Graves' frame-synchronous beam search with prefix summation (Graves 2012), one utterance at a time")
+@takes_options(GravesOptions)
 @torch.inference_mode()
 def beam_graves(
     model: DecodingModel,
     encoder_out: torch.Tensor,
     lengths: torch.Tensor,
-    max_symbols_per_frame: int | None = 10,
-    beam_size: int = 4,
-    nbest: int = 1,
-    merge: str = "logsumexp",
-    length_norm: bool = False,
-    pruning: str = "late",
+    options: GravesOptions,
     fusions: Sequence[Fusion] = (),
 ) -> DecodingResult:
     """Beam search over ``encoder_out [B, T, D]`` with valid ``lengths [B]``, one utterance after another.
@@ -241,13 +235,11 @@ def beam_graves(
     Returns the n-best per utterance (``result.nbest``), best first, and the best in ``result.hyps``.
     """
     lengths = checked_lengths(encoder_out, lengths)
-    options = GravesOptions(max_symbols_per_frame=max_symbols_per_frame, beam_size=beam_size, nbest=nbest,
-                            merge=merge, length_norm=length_norm, pruning=pruning)
     scoring = Scoring(model.head, fusions)
     stats = DecodingStats()
-    early = pruning == "early"
-    nbest_lists = [_search(FrameSearch(model, scoring, encoder_out[b, :length], max_symbols_per_frame, merge, stats,
-                                       early=early), options)
+    early = options.pruning == "early"
+    nbest_lists = [_search(FrameSearch(model, scoring, encoder_out[b, :length], options.max_symbols_per_frame,
+                                       options.merge, stats, early=early), options)
                    for b, length in enumerate(lengths.tolist())]
     return DecodingResult.from_nbest(nbest_lists, stats, encoder_out.device, encoder_out.dtype)
 

@@ -6,9 +6,9 @@ the predictor projected once per label. ``window_size=1`` is the classic per-fra
 
 Inside a window it follows the frames the reference would visit: a blank at position ``k`` moves to
 ``k + advance`` (1, a big blank's duration or a TDT blank's duration), and the first *visited* label is
-the next label (see :mod:`transdec.decoding.wind_window` for why the first non-blank is wrong for
+the next label (see :mod:`transdec.decoding.greedy.wind_window` for why the first non-blank is wrong for
 multi-blank and TDT). A label found at position ``k`` is stamped with frame ``t + k``. The output is
-identical to :func:`~transdec.decoding.greedy_reference.greedy_reference`.
+identical to :func:`~transdec.decoding.greedy.reference.greedy_reference`.
 """
 
 from __future__ import annotations
@@ -19,33 +19,30 @@ import torch
 
 from transdec.decoding.batched_hyps import BatchedHyps
 from transdec.decoding.emissions import GreedyHead
-from transdec.decoding.inputs import check_max_symbols, check_window_size, checked_lengths
+from transdec.decoding.inputs import checked_lengths
 from transdec.decoding.options import WindOptions
-from transdec.decoding.registry import register_strategy
+from transdec.decoding.registry import takes_options
 from transdec.decoding.results import DecodingResult, DecodingStats, Hypothesis
 from transdec.decoding.scoring import Fusion, Scoring
 from transdec.protocol import DecodingModel
 
 
-@register_strategy("greedy_wind", WindOptions,
-                   "one utterance at a time, a WIND window of frames per joint call: the batch-1 path")
+@takes_options(WindOptions)
 @torch.inference_mode()
 def greedy_wind(
     model: DecodingModel,
     encoder_out: torch.Tensor,
     lengths: torch.Tensor,
-    max_symbols_per_frame: int | None = 10,
-    window_size: int = 8,
+    options: WindOptions,
     fusions: Sequence[Fusion] = (),
 ) -> DecodingResult:
     """Decode ``encoder_out [B, T, D]`` with valid ``lengths [B]`` one utterance after another."""
     lengths = checked_lengths(encoder_out, lengths)
-    check_max_symbols(max_symbols_per_frame)
-    check_window_size(window_size)
     stats = DecodingStats()
     read = GreedyHead(Scoring(model.head, fusions), encoder_out.device)
     hypotheses = [
-        _decode_utterance(model, read, encoder_out[b, :length], max_symbols_per_frame, window_size, stats)
+        _decode_utterance(model, read, encoder_out[b, :length], options.max_symbols_per_frame, options.window_size,
+                          stats)
         for b, length in enumerate(lengths.tolist())
     ]
     return DecodingResult(BatchedHyps.from_hypotheses(hypotheses, encoder_out.device, encoder_out.dtype), stats)

@@ -6,9 +6,9 @@ The inner loop then moves each utterance's own frame index over blanks until it 
 frames, and the predictor runs ``longest hypothesis + 1`` times, the fewest possible.
 
 With ``window_size > 1`` the inner loop scores a window of frames per joint call (WIND); see
-:mod:`transdec.decoding.wind_window`.
+:mod:`transdec.decoding.greedy.wind_window`.
 
-The result is identical to :func:`~transdec.decoding.greedy_reference.greedy_reference` for RNN-T,
+The result is identical to :func:`~transdec.decoding.greedy.reference.greedy_reference` for RNN-T,
 TDT and multi-blank heads, stateful and stateless predictors: each utterance keeps its own frame index
 and moves it by exactly the advance the reference would (a TDT duration, a big blank's duration, the
 forced blank after ``max_symbols_per_frame`` tokens, which the search pass takes at the row's frame).
@@ -17,7 +17,7 @@ The encoder projection is computed once for the batch and the predictor projecti
 step (paper, Sec. 3.4). All bookkeeping is masked tensor updates; the only host syncs are the loop
 conditions, and :class:`LabelLoopingSearch` splits the loops into four straight-line steps so that on
 CUDA they can be captured as graphs and the loops run on the device
-(:mod:`transdec.decoding.label_looping_graphs`).
+(:mod:`transdec.decoding.cuda.label_looping_graphs`).
 """
 
 from __future__ import annotations
@@ -30,16 +30,16 @@ import torch
 
 from transdec.decoding.batched_hyps import BatchedHyps
 from transdec.decoding.compute_dtype import in_compute_dtype
-from transdec.decoding import greedy_kernels
+from transdec.decoding.cuda import greedy_kernels
 from transdec.decoding.emissions import Emissions, GreedyHead, lookup_tables
-from transdec.decoding.graph_cache import GRAPH_MODES, check_graph_mode
-from transdec.decoding.in_place import set_state
-from transdec.decoding.inputs import check_max_symbols, check_window_size, checked_lengths
+from transdec.decoding.cuda.graph_cache import GRAPH_MODES, check_graph_mode
+from transdec.decoding.cuda.in_place import set_state
+from transdec.decoding.inputs import checked_lengths
 from transdec.decoding.options import WINDOW_HELP, WindOptions, option
-from transdec.decoding.registry import register_strategy
+from transdec.decoding.registry import takes_options
 from transdec.decoding.results import DecodingResult, DecodingStats
 from transdec.decoding.scoring import Fusion, Scoring
-from transdec.decoding.wind_window import WindowSkipper
+from transdec.decoding.greedy.wind_window import WindowSkipper
 from transdec.protocol import DecodingModel, Joint
 
 #: The dtypes ``compute_dtype`` may name on the command line.
@@ -66,25 +66,21 @@ class LabelLoopingOptions(WindOptions):
             raise ValueError(f"compute_dtype must be one of {sorted(COMPUTE_DTYPES)} or None, got {self.compute_dtype}")
 
 
-@register_strategy("greedy_label", LabelLoopingOptions,
-                   "label-looping batched greedy: exact for every head, the fastest")
+@takes_options(LabelLoopingOptions)
 @torch.inference_mode()
 def greedy_label_looping(
     model: DecodingModel,
     encoder_out: torch.Tensor,
     lengths: torch.Tensor,
-    max_symbols_per_frame: int | None = 10,
-    window_size: int = 1,
-    cuda_graphs: str = "auto",
-    compute_dtype: torch.dtype | None = None,
+    options: LabelLoopingOptions,
     fusions: Sequence[Fusion] = (),
 ) -> DecodingResult:
     """Decode ``encoder_out [B, T, D]`` with valid ``lengths [B]``; exact for every head.
 
     ``window_size > 1`` scores that many frames per joint call while looking for the next label (WIND, see
-    :mod:`transdec.decoding.wind_window`); the output is identical for every window size.
+    :mod:`transdec.decoding.greedy.wind_window`); the output is identical for every window size.
 
-    ``cuda_graphs`` (CUDA only; see :mod:`transdec.decoding.label_looping_graphs`): ``"while_loops"`` runs
+    ``cuda_graphs`` (CUDA only; see :mod:`transdec.decoding.cuda.label_looping_graphs`): ``"while_loops"`` runs
     the whole decode as one CUDA graph with device-side loops, ``"step_graphs"`` replays a graph per loop
     step from a host loop, ``"off"`` runs the steps eagerly, ``"auto"`` takes the fastest that works here.
     The output is identical in every mode.
@@ -96,11 +92,9 @@ def greedy_label_looping(
     n-gram LM); with any other, ``"auto"`` means ``"off"`` and a graph mode is a ValueError.
     """
     lengths = checked_lengths(encoder_out, lengths)
-    check_max_symbols(max_symbols_per_frame)
-    check_window_size(window_size)
-    check_graph_mode(cuda_graphs)
-    if compute_dtype == encoder_out.dtype:
-        compute_dtype = None
+    max_symbols_per_frame, window_size, cuda_graphs = (options.max_symbols_per_frame, options.window_size,
+                                                        options.cuda_graphs)
+    compute_dtype = None if options.compute_dtype == encoder_out.dtype else options.compute_dtype
     if compute_dtype is not None:
         model = in_compute_dtype(model, compute_dtype)
     scoring = Scoring(model.head, fusions)
@@ -108,7 +102,7 @@ def greedy_label_looping(
         raise ValueError(f"cuda_graphs={cuda_graphs!r} takes only graph-safe fusions (such as the n-gram LM); "
                          "use 'auto' or 'off'")
     if encoder_out.device.type == "cuda" and cuda_graphs != "off" and scoring.graph_safe:
-        from transdec.decoding.label_looping_graphs import decode_with_graphs
+        from transdec.decoding.cuda.label_looping_graphs import decode_with_graphs
 
         result = decode_with_graphs(model, encoder_out, lengths, max_symbols_per_frame, window_size, cuda_graphs,
                                     compute_dtype, scoring.fusions)
