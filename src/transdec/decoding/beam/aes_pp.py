@@ -57,13 +57,8 @@ class AesOptions(ExpansionOptions, PruningOptions):
 
 @takes_options(AesOptions)
 @torch.inference_mode()
-def beam_aes_pp(
-    model: DecodingModel,
-    encoder_out: torch.Tensor,
-    lengths: torch.Tensor,
-    options: AesOptions,
-    fusions: Sequence[Fusion] = (),
-) -> DecodingResult:
+def beam_aes_pp(model: DecodingModel, encoder_out: torch.Tensor, lengths: torch.Tensor, options: AesOptions,
+                fusions: Sequence[Fusion] = ()) -> DecodingResult:
     """AES++ over ``encoder_out [B, T, D]`` with valid ``lengths [B]``; ``result.nbest`` has each utterance's
     ``nbest`` best hypotheses."""
     lengths = checked_lengths(encoder_out, lengths)

@@ -75,13 +75,8 @@ class _Hyp:
 
 @takes_options(AlsdOptions)
 @torch.inference_mode()
-def beam_alsd(
-    model: DecodingModel,
-    encoder_out: torch.Tensor,
-    lengths: torch.Tensor,
-    options: AlsdOptions,
-    fusions: Sequence[Fusion] = (),
-) -> DecodingResult:
+def beam_alsd(model: DecodingModel, encoder_out: torch.Tensor, lengths: torch.Tensor, options: AlsdOptions,
+              fusions: Sequence[Fusion] = ()) -> DecodingResult:
     """Beam search over ``encoder_out [B, T, D]`` with valid ``lengths [B]``, one utterance after another."""
     lengths = checked_lengths(encoder_out, lengths)
     scoring = Scoring(model.head, fusions)

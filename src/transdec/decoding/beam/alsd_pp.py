@@ -57,13 +57,8 @@ class AlsdPlusOptions(PruningOptions):
 
 @takes_options(AlsdPlusOptions)
 @torch.inference_mode()
-def beam_alsd_pp(
-    model: DecodingModel,
-    encoder_out: torch.Tensor,
-    lengths: torch.Tensor,
-    options: AlsdPlusOptions,
-    fusions: Sequence[Fusion] = (),
-) -> DecodingResult:
+def beam_alsd_pp(model: DecodingModel, encoder_out: torch.Tensor, lengths: torch.Tensor, options: AlsdPlusOptions,
+                 fusions: Sequence[Fusion] = ()) -> DecodingResult:
     """Beam search over ``encoder_out [B, T, D]`` with valid ``lengths [B]``; ``result.nbest`` has each
     utterance's ``nbest`` best hypotheses.
 

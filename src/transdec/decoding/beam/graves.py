@@ -223,13 +223,8 @@ class _LeavingTokens(LeavingTokens):
 
 @takes_options(GravesOptions)
 @torch.inference_mode()
-def beam_graves(
-    model: DecodingModel,
-    encoder_out: torch.Tensor,
-    lengths: torch.Tensor,
-    options: GravesOptions,
-    fusions: Sequence[Fusion] = (),
-) -> DecodingResult:
+def beam_graves(model: DecodingModel, encoder_out: torch.Tensor, lengths: torch.Tensor, options: GravesOptions,
+                fusions: Sequence[Fusion] = ()) -> DecodingResult:
     """Beam search over ``encoder_out [B, T, D]`` with valid ``lengths [B]``, one utterance after another.
 
     Returns the n-best per utterance (``result.nbest``), best first, and the best in ``result.hyps``.

@@ -80,13 +80,8 @@ class MaesOptions(ExpansionOptions, PruningOptions):
 
 @takes_options(MaesOptions)
 @torch.inference_mode()
-def beam_maes(
-    model: DecodingModel,
-    encoder_out: torch.Tensor,
-    lengths: torch.Tensor,
-    options: MaesOptions,
-    fusions: Sequence[Fusion] = (),
-) -> DecodingResult:
+def beam_maes(model: DecodingModel, encoder_out: torch.Tensor, lengths: torch.Tensor, options: MaesOptions,
+              fusions: Sequence[Fusion] = ()) -> DecodingResult:
     """mAES over ``encoder_out [B, T, D]`` with valid ``lengths [B]``, one utterance after another.
 
     Returns the n-best per utterance (``result.nbest``), best first, and the best in ``result.hyps``.

@@ -69,13 +69,8 @@ class _Hyp:
 
 @takes_options(WindBeamOptions)
 @torch.inference_mode()
-def beam_wind(
-    model: DecodingModel,
-    encoder_out: torch.Tensor,
-    lengths: torch.Tensor,
-    options: WindBeamOptions,
-    fusions: Sequence[Fusion] = (),
-) -> DecodingResult:
+def beam_wind(model: DecodingModel, encoder_out: torch.Tensor, lengths: torch.Tensor, options: WindBeamOptions,
+              fusions: Sequence[Fusion] = ()) -> DecodingResult:
     """WIND beam search over ``encoder_out [B, T, D]`` with valid ``lengths [B]``, one utterance after another."""
     if model.head.kind != "rnnt":
         raise ValueError(f"beam_wind needs an RNN-T head, not {model.head.kind!r} (its blanks jump by durations); "

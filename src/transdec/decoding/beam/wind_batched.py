@@ -34,13 +34,8 @@ from transdec.protocol import DecodingModel
 
 @takes_options(WindBeamOptions)
 @torch.inference_mode()
-def beam_wind_batched(
-    model: DecodingModel,
-    encoder_out: torch.Tensor,
-    lengths: torch.Tensor,
-    options: WindBeamOptions,
-    fusions: Sequence[Fusion] = (),
-) -> DecodingResult:
+def beam_wind_batched(model: DecodingModel, encoder_out: torch.Tensor, lengths: torch.Tensor, options: WindBeamOptions,
+                      fusions: Sequence[Fusion] = ()) -> DecodingResult:
     """WIND beam search over ``encoder_out [B, T, D]`` with valid ``lengths [B]``, all utterances at once."""
     if model.head.kind != "rnnt":
         raise ValueError(f"beam_wind_batched needs an RNN-T head, not {model.head.kind!r} (its blanks jump by "

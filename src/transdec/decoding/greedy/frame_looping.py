@@ -38,13 +38,8 @@ class InexactDecodingWarning(UserWarning):
 
 @takes_options(GreedyOptions)
 @torch.inference_mode()
-def greedy_frame_looping(
-    model: DecodingModel,
-    encoder_out: torch.Tensor,
-    lengths: torch.Tensor,
-    options: GreedyOptions,
-    fusions: Sequence[Fusion] = (),
-) -> DecodingResult:
+def greedy_frame_looping(model: DecodingModel, encoder_out: torch.Tensor, lengths: torch.Tensor, options: GreedyOptions,
+                         fusions: Sequence[Fusion] = ()) -> DecodingResult:
     """Decode ``encoder_out [B, T, D]`` with valid ``lengths [B]``; exact for RNN-T only."""
     lengths = checked_lengths(encoder_out, lengths)
     max_symbols_per_frame = options.max_symbols_per_frame

@@ -68,13 +68,8 @@ class LabelLoopingOptions(WindOptions):
 
 @takes_options(LabelLoopingOptions)
 @torch.inference_mode()
-def greedy_label_looping(
-    model: DecodingModel,
-    encoder_out: torch.Tensor,
-    lengths: torch.Tensor,
-    options: LabelLoopingOptions,
-    fusions: Sequence[Fusion] = (),
-) -> DecodingResult:
+def greedy_label_looping(model: DecodingModel, encoder_out: torch.Tensor, lengths: torch.Tensor,
+                         options: LabelLoopingOptions, fusions: Sequence[Fusion] = ()) -> DecodingResult:
     """Decode ``encoder_out [B, T, D]`` with valid ``lengths [B]``; exact for every head.
 
     ``window_size > 1`` scores that many frames per joint call while looking for the next label (WIND, see

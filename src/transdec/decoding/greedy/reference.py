@@ -43,13 +43,8 @@ from transdec.protocol import DecodingModel, HeadSpec
 
 @takes_options(GreedyOptions)
 @torch.inference_mode()
-def greedy_reference(
-    model: DecodingModel,
-    encoder_out: torch.Tensor,
-    lengths: torch.Tensor,
-    options: GreedyOptions,
-    fusions: Sequence[Fusion] = (),
-) -> DecodingResult:
+def greedy_reference(model: DecodingModel, encoder_out: torch.Tensor, lengths: torch.Tensor, options: GreedyOptions,
+                     fusions: Sequence[Fusion] = ()) -> DecodingResult:
     """Decode ``encoder_out [B, T, D]`` with valid ``lengths [B]``, one utterance after another."""
     lengths = checked_lengths(encoder_out, lengths)
     scoring = Scoring(model.head, fusions)

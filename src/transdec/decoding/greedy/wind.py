@@ -29,13 +29,8 @@ from transdec.protocol import DecodingModel
 
 @takes_options(WindOptions)
 @torch.inference_mode()
-def greedy_wind(
-    model: DecodingModel,
-    encoder_out: torch.Tensor,
-    lengths: torch.Tensor,
-    options: WindOptions,
-    fusions: Sequence[Fusion] = (),
-) -> DecodingResult:
+def greedy_wind(model: DecodingModel, encoder_out: torch.Tensor, lengths: torch.Tensor, options: WindOptions,
+                fusions: Sequence[Fusion] = ()) -> DecodingResult:
     """Decode ``encoder_out [B, T, D]`` with valid ``lengths [B]`` one utterance after another."""
     lengths = checked_lengths(encoder_out, lengths)
     stats = DecodingStats()
