@@ -14,7 +14,7 @@ __all__ = ["DecodingConfig", "DecodingResult", "HeadSpec", "Hypothesis", "decode
 # The public names are imported on first use: `import transdec` stays light (no PyTorch), so that the command line
 # can import PyTorch where an interrupt is handled.
 _HOMES = {"DecodingConfig": "transdec.decoding", "DecodingResult": "transdec.decoding",
-          "Hypothesis": "transdec.decoding", "decode": "transdec.decoding", "load_model": "transdec.model",
+          "Hypothesis": "transdec.decoding", "decode": "transdec.decoding", "load_model": "transdec.loading",
           "HeadSpec": "transdec.protocol"}
 
 

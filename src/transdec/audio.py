@@ -117,18 +117,6 @@ def check_float_waveforms(waveforms: torch.Tensor) -> None:
                          "scale integer PCM first (int16 / 32768, int32 / 2**31)")
 
 
-class Transcribing:
-    """``transcribe`` for a model class with ``encode``, a ``tokenizer`` and the other parts of
-    :class:`~transdec.protocol.SpeechModel`."""
-
-    def transcribe(self, inputs, decoding=None, batch_size: int = 16, **options):
-        """Audio files or 1-D sample arrays -> one :class:`~transdec.transcribe.Transcript` each (see
-        :func:`transdec.transcribe.transcribe`)."""
-        from transdec.transcribe import transcribe  # transcribe imports the model modules; import it late
-
-        return transcribe(self, inputs, decoding, batch_size, **options)
-
-
 def _check_wav_not_truncated(path: Path) -> None:
     """libsndfile silently reads what is left of a cut-off WAV file; compare with what its header promises."""
     with open(path, "rb") as f:

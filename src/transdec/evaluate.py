@@ -19,7 +19,7 @@ from transdec.audio import AudioError, load_audio
 from transdec.decoding import DecodingConfig, decode
 from transdec.long_audio import ChunkingConfig, encode_batch
 from transdec.metrics import word_errors
-from transdec.model.transducer_model import TransducerModel
+from transdec.protocol import SpeechModel
 from transdec.sources import AudioItem, read_manifest_items
 
 NORMALIZERS = ("whisper", "none")
@@ -71,7 +71,7 @@ WARMUP_SECONDS = 30
 
 
 @torch.inference_mode()
-def run_strategies(model: TransducerModel, waveforms: list[np.ndarray], order: list[int],
+def run_strategies(model: SpeechModel, waveforms: list[np.ndarray], order: list[int],
                    strategies: list[DecodingConfig], batch_size: int, warmup_batches: int, progress=None,
                    chunking: ChunkingConfig | None = ChunkingConfig()) -> tuple[list[list[str]], float, list[float]]:
     """Transcripts (input order) per strategy, the pooled encoder seconds, and each strategy's decoder seconds.
@@ -81,7 +81,7 @@ def run_strategies(model: TransducerModel, waveforms: list[np.ndarray], order: l
     load, so their ratio is measured under equal conditions. The first ``warmup_batches`` batches are run
     untimed first. `progress`, if given, is a tqdm-like bar advanced by utterances per batch and strategy.
     """
-    device = next(model.parameters()).device
+    device = model.device
     batches = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
     texts = [[""] * len(waveforms) for _ in strategies]
     encoder_seconds, decoder_seconds = 0.0, [0.0] * len(strategies)
@@ -114,7 +114,7 @@ def config_label(config: DecodingConfig) -> str:
     return config.strategy + "".join(f"+lm{fusion.weight:g}" for fusion in config.fusions)
 
 
-def evaluate_manifest(model: TransducerModel, manifest: str | Path, strategies: list[DecodingConfig],
+def evaluate_manifest(model: SpeechModel, manifest: str | Path, strategies: list[DecodingConfig],
                       batch_size: int = 16, warmup_batches: int = 1, normalizer_name: str = "whisper",
                       output_dir: str | Path | None = None, allow_upsampling: bool = False,
                       chunking: ChunkingConfig | None = ChunkingConfig()) -> tuple[list[StrategyReport], int]:
@@ -172,7 +172,7 @@ def evaluate_manifest(model: TransducerModel, manifest: str | Path, strategies: 
         _write_atomically(Path(output_dir) / "summary.json", json.dumps(
             {"manifest": str(manifest), "normalizer": normalizer_name, "batch_size": batch_size,
              "warmup_batches": warmup_batches, "failed_items": failed,
-             "length_policy": model.default_length_policy(next(model.parameters()).device),
+             "length_policy": model.default_length_policy(model.device),
              "strategies": summary}, indent=2, allow_nan=False))
     return reports, failed
 

@@ -28,7 +28,7 @@ def inspect_model(name_or_path: str) -> dict[str, Any]:
                                 f"({', '.join(BUNDLED_MODELS)})")
     if path.name.endswith(".nemo"):
         return _inspect_nemo(path)
-    from transdec.model.checkpoint import load_model
+    from transdec.loading import load_model
 
     model = load_model(name_or_path)
     if path.is_dir():
@@ -55,7 +55,7 @@ def _inspect_transdec(model, source: str) -> dict[str, Any]:
                     "subsampling_factor": encoder.subsampling_factor,
                     "attention": "full" if encoder.attention_context is None else "local",
                     "attention_context": encoder.attention_context,
-                    "receptive_field_frames": model.encoder.receptive_field,
+                    "receptive_field_frames": model.receptive_field,
                     "frame_seconds": model.frame_shift_seconds},
         "predictor": {"kind": config.predictor.kind, "hidden": config.predictor.hidden_size,
                       "layers": config.predictor.num_layers},
@@ -71,7 +71,7 @@ def _inspect_onnx(model, path: Path) -> dict[str, Any]:
         "tokenizer": {"kind": type(model.tokenizer).__name__, "vocab_size": model.head.num_tokens},
         "parameters": None, "front_end": info.front_end,
         "encoder": {"kind": "ONNX", "subsampling_factor": info.subsampling_factor,
-                    "receptive_field_frames": info.receptive_field, "frame_seconds": model.frame_shift_seconds,
+                    "receptive_field_frames": model.receptive_field, "frame_seconds": model.frame_shift_seconds,
                     "files": {k: str(v) for k, v in info.files.items()}},
         "streaming": STREAMING,
     }

@@ -206,22 +206,21 @@ class TextTokenizer(Protocol):
         ...
 
 
-@dataclass(frozen=True)
-class FrontEndFigures:
-    """What transcription (:mod:`transdec.long_audio`) reads of a model's front end as ``model.config.features``
-    when the model is not transdec's own: the feature frame shift and the sample rate."""
-
-    frame_shift_ms: float
-    sample_rate: int
-
-
 @runtime_checkable
 class SpeechModel(DecodingModel, Protocol):
     """A whole recogniser: audio to encoder frames, the decoding parts, and a tokenizer.
 
-    transdec's own :class:`~transdec.model.transducer_model.TransducerModel` is one; models from other
-    toolkits (:mod:`transdec.adapters`) implement it to be transcribed and evaluated like the bundled ones.
+    This is all that transcription (:mod:`transdec.transcribe`, :mod:`transdec.long_audio`,
+    :mod:`transdec.evaluate`) reads of a model. transdec's own
+    :class:`~transdec.model.transducer_model.TransducerModel` is one; models from other toolkits
+    (:mod:`transdec.adapters`: NeMo checkpoints, ONNX exports) implement it to be transcribed and evaluated like
+    the bundled ones. Shapes: ``B`` recordings, ``N`` samples, ``T`` encoder frames of width ``D``.
     """
+
+    @property
+    def device(self) -> torch.device:
+        """Where :meth:`encode` wants its waveforms (and returns its frames)."""
+        ...
 
     @property
     def sample_rate(self) -> int:
@@ -234,9 +233,33 @@ class SpeechModel(DecodingModel, Protocol):
         ...
 
     @property
+    def receptive_field(self) -> int | None:
+        """Encoder frames on each side that one output frame depends on (times :attr:`frame_shift_seconds`: its
+        reach in seconds), or ``None`` where it is unbounded (attention over the whole input). Long recordings
+        are encoded in windows with this much context by default, which makes them exact."""
+        ...
+
+    @property
     def tokenizer(self) -> TextTokenizer: ...
 
     def encode(self, waveforms: torch.Tensor, lengths: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """Mono float audio ``[B, N]`` in ``[-1, 1]`` with valid sample counts ``[B]`` to encoder frames
-        ``[B, T, D]`` and their valid counts ``[B]``."""
+        """Mono float audio ``[B, N]`` in ``[-1, 1]`` on :attr:`device` with valid sample counts ``[B]`` (``None``:
+        all ``N``) to encoder frames ``[B, T, D]`` and their valid counts ``[B]``."""
+        ...
+
+    def encode_in_windows(self, waveform: torch.Tensor, chunk_seconds: float,
+                          context_seconds: float | None) -> tuple[torch.Tensor, torch.Tensor]:
+        """One recording ``[N]`` to encoder frames ``[1, T, D]`` and ``[1]`` (``T``), in memory bounded by the
+        window instead of growing with ``N``: overlapping windows, each keeping the frames of ``chunk_seconds``
+        and seeing ``context_seconds`` more on each side. ``context_seconds=None`` is exactly
+        :attr:`receptive_field` frames (only where that is not ``None``), which makes the frames equal to
+        :meth:`encode`'s up to float rounding. ``T`` is what :meth:`encode` gives for the whole recording.
+
+        The model cuts the windows: its front end decides where a window may start and how features are
+        normalised across windows (:mod:`transdec.long_audio`)."""
+        ...
+
+    def default_length_policy(self, device: torch.device | str) -> str:
+        """How :meth:`encode` treats unseen input lengths on ``device`` when not told
+        (:data:`transdec.model.transducer_model.LengthPolicy`); ``"none"`` for models without such a choice."""
         ...

@@ -13,7 +13,7 @@ import torch
 from transdec.audio import AudioInput, as_waveform
 from transdec.decoding import DecodingConfig, Hypothesis, decode
 from transdec.long_audio import ChunkingConfig, encode_batch
-from transdec.model.transducer_model import TransducerModel
+from transdec.protocol import SpeechModel
 
 
 @dataclass
@@ -52,7 +52,7 @@ class Alternative:
     score: float
 
 
-def words_of(model: TransducerModel, hyp: Hypothesis) -> list[WordTiming]:
+def words_of(model: SpeechModel, hyp: Hypothesis) -> list[WordTiming]:
     """Group a hypothesis's tokens into words (sentencepiece word-start marks) with times and confidences."""
     shift = model.frame_shift_seconds
     groups: list[list[int]] = []
@@ -72,7 +72,7 @@ def words_of(model: TransducerModel, hyp: Hypothesis) -> list[WordTiming]:
     return words
 
 
-def _transcript(model: TransducerModel, nbest: list[Hypothesis], num_samples: int) -> Transcript:
+def _transcript(model: SpeechModel, nbest: list[Hypothesis], num_samples: int) -> Transcript:
     hyp = nbest[0] if nbest else Hypothesis()
     alternatives = [Alternative(model.tokenizer.decode(h.tokens), h.tokens, h.score) for h in nbest] if len(nbest) > 1 else []
     return Transcript(model.tokenizer.decode(hyp.tokens), hyp.tokens, words_of(model, hyp),
@@ -80,7 +80,7 @@ def _transcript(model: TransducerModel, nbest: list[Hypothesis], num_samples: in
 
 
 @torch.inference_mode()
-def transcribe(model: TransducerModel, inputs: Sequence[AudioInput], decoding: DecodingConfig | None = None,
+def transcribe(model: SpeechModel, inputs: Sequence[AudioInput], decoding: DecodingConfig | None = None,
                batch_size: int = 16, chunking: ChunkingConfig | None = ChunkingConfig()) -> list[Transcript]:
     """Transcribe audio files (any format libsndfile reads, resampled as needed) or 1-D sample arrays at the
     model's rate. Inputs are batched by similar length; results come back in input order. Recordings longer

@@ -19,6 +19,7 @@ from tqdm import tqdm
 from transdec.audio import AudioError, load_audio
 from transdec.decoding import DecodingConfig
 from transdec.long_audio import ChunkingConfig
+from transdec.protocol import SpeechModel
 from transdec.sources import AudioItem, collect_inputs
 from transdec.transcribe import Transcript, transcribe
 
@@ -93,7 +94,7 @@ class OrderedWriter:
         self.written += 1
 
 
-def transcribe_files(model, paths: list[str], decoding: DecodingConfig, batch_size: int = 16,
+def transcribe_files(model: SpeechModel, paths: list[str], decoding: DecodingConfig, batch_size: int = 16,
                      output_format: str = "text", output: str | None = None, allow_upsampling: bool = False,
                      chunking: ChunkingConfig | None = ChunkingConfig(), resume: bool = False) -> int:
     """Transcribe every item under ``paths``; returns the exit code: 0, 1 if any item failed or there was
@@ -216,7 +217,7 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _results(model, items: list[AudioItem], decoding: DecodingConfig, batch_size: int, allow_upsampling: bool,
+def _results(model: SpeechModel, items: list[AudioItem], decoding: DecodingConfig, batch_size: int, allow_upsampling: bool,
              chunking: ChunkingConfig | None,
              progress: tqdm) -> Iterator[tuple[int, AudioItem, Transcript | AudioError]]:
     """``(position, item, transcript or the error that kept it from being read)`` for every item, each batch's as

@@ -23,13 +23,15 @@ from torch import Tensor, nn
 
 from transdec.adapters.nemo_archive import NemoArchive, read_nemo_archive
 from transdec.adapters.nemo_encoder import NemoConformerEncoder, NemoEncoderConfig, UnsupportedConfig
-from transdec.adapters.nemo_features import NemoMelConfig, NemoMelFrontEnd
+from transdec.adapters.nemo_features import NemoMelConfig, NemoMelFrontEnd, recording_statistics
 from transdec.adapters.nemo_predictor import NemoStatelessPredictor
-from transdec.audio import Transcribing, check_float_waveforms
+from transdec.audio import check_float_waveforms
 from transdec.model.joint import JointNetwork
 from transdec.model.predictors import LSTMPredictor
 from transdec.model.tokenizer import Tokenizer
-from transdec.protocol import FrontEndFigures, HeadSpec
+from transdec.protocol import HeadSpec
+from transdec.sample_windows import encode_windows, plan_windows
+from transdec.transcribing import Transcribing
 
 SUPPORTED_CLASSES = ("EncDecRNNTBPEModel", "EncDecHybridRNNTCTCBPEModel")
 #: Model classes that are known and not Transducers with a BPE tokenizer, with what they are.
@@ -42,20 +44,11 @@ _UNSUPPORTED_CLASSES = {
 
 
 @dataclass(frozen=True)
-class NemoEncoderInfo:
-    """What :mod:`transdec.long_audio` reads of a model's encoder."""
-
-    subsampling_factor: int
-
-
-@dataclass(frozen=True)
 class NemoModelInfo:
-    """A summary of the loaded model: its NeMo class and head, and the front-end figures transcription reads."""
+    """A summary of the loaded model: its NeMo class and head."""
 
     model_class: str
     head: HeadSpec
-    features: FrontEndFigures
-    encoder: NemoEncoderInfo
 
 
 class NemoTransducer(Transcribing, nn.Module):
@@ -77,12 +70,13 @@ class NemoTransducer(Transcribing, nn.Module):
         self.joint = joint
         self.ctc = ctc
         self.metadata: dict[str, Any] = {}
-        # Run-time settings the command line sets on every model (see TransducerModel). The whole recording goes
-        # through the encoder at once, so there is no length policy to apply.
-        self.length_policy: str | None = None
-        self.pad_seconds = 1.0
         # Features encode() computes instead of NeMo's, e.g. sherpa-onnx's (load_model's front_end).
         self.external_front_end: Callable[[Tensor, Tensor | None], tuple[Tensor, Tensor]] | None = None
+
+    @property
+    def device(self) -> torch.device:
+        """The device of the encoder's weights, where :meth:`encode` runs."""
+        return next(self.encoder.parameters()).device
 
     @property
     def sample_rate(self) -> int:
@@ -93,17 +87,29 @@ class NemoTransducer(Transcribing, nn.Module):
         """Seconds per encoder frame (the unit of timestamps), e.g. 0.08 s for FastConformer."""
         return self.preprocessor.config.hop_length / self.sample_rate * self.encoder.subsampling_factor
 
+    @property
+    def frame_shift_samples(self) -> int:
+        """Samples per encoder frame: the front end's hop times the encoder's subsampling."""
+        return self.preprocessor.config.hop_length * self.encoder.subsampling_factor
+
+    @property
+    def receptive_field(self) -> int | None:
+        """The encoder's (:attr:`NemoConformerEncoder.receptive_field`): ``None`` under full attention, bounded
+        under limited-context or local attention (:meth:`use_local_attention`)."""
+        return self.encoder.receptive_field
+
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
 
     def default_length_policy(self, device: torch.device | str) -> str:
+        """``"none"``: each batch goes through the encoder as it is; there is no length policy to choose."""
         return "none"
 
     def encode(self, waveforms: Tensor, lengths: Tensor | None = None,
                length_policy: str | None = None) -> tuple[Tensor, Tensor]:
         """``waveforms [B, N]`` (float, in [-1, 1]) with ``lengths [B]`` samples -> ``(encoder_out [B, T, D], [B])``.
 
-        ``length_policy`` is accepted for the command line's sake and has no effect.
+        ``length_policy`` is accepted, as :meth:`TransducerModel.encode` takes it, and has no effect.
         """
         check_float_waveforms(waveforms)
         front_end = self.preprocessor if self.external_front_end is None else self.external_front_end
@@ -117,6 +123,26 @@ class NemoTransducer(Transcribing, nn.Module):
             empty = features.new_zeros(features.shape[0], 0, self.encoder.output_dim, dtype=self._dtype)
             return empty, torch.zeros_like(lengths)
         return self.encoder(features.to(self._dtype), lengths)
+
+    def encode_in_windows(self, waveform: Tensor, chunk_seconds: float,
+                          context_seconds: float | None) -> tuple[Tensor, Tensor]:
+        """``waveform [N]`` -> ``(encoder_out [1, T, D], [1])`` in windows of samples (:mod:`transdec.sample_windows`);
+        see :meth:`~transdec.protocol.SpeechModel.encode_in_windows`.
+
+        A front end that normalises each recording (``per_feature``, ``all_features``) is given the statistics of
+        the whole recording instead of each window's (:func:`~transdec.adapters.nemo_features.recording_statistics`).
+        """
+        step = self.frame_shift_samples
+        windows = plan_windows(waveform.shape[0], step, self.sample_rate, chunk_seconds, context_seconds,
+                               self.receptive_field)
+        statistics = recording_statistics(self.preprocessor, waveform, windows, step)
+        if statistics is None:
+            return encode_windows(self.encode, waveform, windows, step)
+
+        def encode(samples: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
+            return self.encode_features(*self.preprocessor(samples, lengths, statistics=statistics))
+
+        return encode_windows(encode, waveform, windows, step)
 
     @property
     def _dtype(self) -> torch.dtype:
@@ -302,10 +328,7 @@ def build_model(archive: NemoArchive) -> NemoTransducer:
         predictor = build_predictor(config["decoder"], head)
         joint = build_joint(config["joint"], encoder.output_dim, predictor.output_size, head)
         ctc = nn.Linear(encoder.output_dim, head.num_tokens + 1) if name == "EncDecHybridRNNTCTCBPEModel" else None
-    mel = preprocessor.config
-    info = NemoModelInfo(name, head, FrontEndFigures(mel.hop_length * 1000 / mel.sample_rate, mel.sample_rate),
-                         NemoEncoderInfo(encoder.subsampling_factor))
-    model = NemoTransducer(info, preprocessor, encoder, predictor, joint, tokenizer, ctc)
+    model = NemoTransducer(NemoModelInfo(name, head), preprocessor, encoder, predictor, joint, tokenizer, ctc)
     load_weights(model, archive.state_dict)
     return model
 

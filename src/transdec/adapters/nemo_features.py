@@ -11,12 +11,15 @@ it in training only.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+
+from transdec.sample_windows import SampleWindow, window_samples
 
 #: Added to the standard deviation in per-feature normalisation (NeMo's constant).
 _STD_GUARD = 1e-5
@@ -245,3 +248,29 @@ def feature_statistics(sums: Tensor, squares: Tensor, count: int, per_feature: b
     mean = sums / count
     variance = (squares - sums * mean) / (count - 1) if count > 1 else torch.zeros_like(mean)
     return mean, variance.clamp(min=0).sqrt() + _STD_GUARD
+
+
+def recording_statistics(front_end: NemoMelFrontEnd, waveform: Tensor, windows: Sequence[SampleWindow],
+                         step: int) -> tuple[Tensor, Tensor] | None:
+    """The whole recording's normalisation statistics (for ``forward(statistics=...)``) where ``front_end``
+    normalises per recording, else ``None``: for a recording ``waveform [N]`` encoded in ``windows`` of samples
+    (encoder frames ``step`` samples apart).
+
+    A first pass over the windows sums the unnormalised features of the frames each one keeps, which are the
+    whole recording's features (their FFT windows lie inside the window).
+    """
+    normalize = front_end.config.normalize
+    if normalize not in ("per_feature", "all_features"):
+        return None
+    features_per_frame = step // front_end.config.hop_length
+    sums = squares = None
+    count = 0
+    for window in windows:
+        samples = window_samples(waveform, window, step)
+        features, counts = front_end(samples, torch.tensor([samples.shape[1]], device=samples.device), statistics=())
+        stop = int(counts[0]) if window.keep is None else (window.skip + window.keep) * features_per_frame
+        kept = features[0, window.skip * features_per_frame : stop].double()  # [frames, F]
+        sums = kept.sum(0) if sums is None else sums + kept.sum(0)
+        squares = kept.square().sum(0) if squares is None else squares + kept.square().sum(0)
+        count += kept.shape[0]
+    return feature_statistics(sums, squares, count, normalize == "per_feature")

@@ -17,7 +17,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 import torch
@@ -26,8 +26,10 @@ from torch import Tensor
 from transdec.adapters.onnx_features import sherpa_front_end
 from transdec.adapters.onnx_files import TokensTokenizer, find_parts, read_tokens
 from transdec.adapters.onnx_parts import OnnxJoint, OnnxLstmPredictor, OnnxStatelessPredictor, numpy_of
-from transdec.audio import Transcribing, check_float_waveforms
-from transdec.protocol import FrontEndFigures, HeadSpec
+from transdec.audio import check_float_waveforms
+from transdec.protocol import HeadSpec
+from transdec.sample_windows import encode_windows, plan_windows
+from transdec.transcribing import Transcribing
 
 
 @dataclass(frozen=True)
@@ -42,24 +44,25 @@ class OnnxModelInfo:
     receptive_field: int | None = None
 
     @property
-    def encoder(self) -> OnnxEncoderInfo:
-        """The figures :mod:`transdec.long_audio` reads (``config.encoder.subsampling_factor``)."""
-        return OnnxEncoderInfo(-1, self.subsampling_factor)
+    def sample_rate(self) -> int:
+        """The front end's sample rate (16 kHz where the metadata names none)."""
+        return int((self.front_end or {}).get("config", {}).get("sample_rate", 16000))
 
     @property
-    def features(self) -> FrontEndFigures:
-        """The figures :mod:`transdec.long_audio` reads (``config.features.frame_shift_ms``)."""
+    def feature_shift_ms(self) -> float:
+        """Milliseconds between two feature frames: the front end's hop, or its frame shift (10 ms where the
+        metadata names neither)."""
         config = (self.front_end or {}).get("config", {})
-        rate = int(config.get("sample_rate", 16000))
-        shift = config["hop_length"] * 1000 / rate if "hop_length" in config else config.get("frame_shift_ms", 10.0)
-        return FrontEndFigures(float(shift), rate)
+        if "hop_length" in config:
+            return float(config["hop_length"] * 1000 / self.sample_rate)
+        return float(config.get("frame_shift_ms", 10.0))
 
 
 @dataclass(frozen=True)
 class OnnxEncoderInfo:
-    """What transcription reads of an encoder: :mod:`transdec.long_audio` encodes long recordings in windows with
-    the receptive field as context where the export records it (transdec's exports of encoders with limited
-    attention), else with a context that assumes it unbounded."""
+    """What is known of an exported encoder: its output width (``-1`` where the export leaves it symbolic), its
+    subsampling, and its receptive field in encoder frames where the export records it (transdec's exports of
+    encoders with limited attention; ``None``: unknown, taken as unbounded)."""
 
     output_dim: int
     subsampling_factor: int
@@ -80,28 +83,39 @@ class OnnxTransducer(Transcribing):
         self.tokenizer = tokenizer
         self.front_end = front_end
         self.metadata: dict[str, Any] = {"source": str(info.files["encoder"].parent), "layout": info.layout}
-        self.length_policy: str | None = None  # read by the command line; ONNX Runtime has no plans to cache
-        self.pad_seconds = 1.0
         self._encoder_inputs = [i.name for i in encoder.get_inputs()]
         dims = encoder.get_outputs()[0].shape
         width = dims[1] if info.layout == "nemo" else dims[2]
         self.encoder = OnnxEncoderInfo(width if isinstance(width, int) else -1, info.subsampling_factor,
                                        info.receptive_field)
 
-    def parameters(self) -> Iterator[Tensor]:
-        """One CPU tensor: callers read the model's device from its parameters, and ONNX Runtime runs on the CPU."""
-        yield torch.zeros(())
+    @property
+    def device(self) -> torch.device:
+        """The CPU: the sessions run on ONNX Runtime's CPU provider."""
+        return torch.device("cpu")
 
     @property
     def sample_rate(self) -> int:
-        return self.config.features.sample_rate
+        return self.config.sample_rate
 
     @property
     def frame_shift_seconds(self) -> float:
         """Seconds per encoder frame (the unit of timestamps)."""
-        return self.config.features.frame_shift_ms / 1000 * self.config.subsampling_factor
+        return self.config.feature_shift_ms / 1000 * self.config.subsampling_factor
+
+    @property
+    def frame_shift_samples(self) -> int:
+        """Samples per encoder frame: the feature hop in whole samples times the encoder's subsampling."""
+        return round(self.config.feature_shift_ms * self.sample_rate / 1000) * self.config.subsampling_factor
+
+    @property
+    def receptive_field(self) -> int | None:
+        """Encoder frames on each side that an output frame depends on, where the export records it (transdec's
+        exports of encoders with limited attention); else ``None``, as nothing bounds it."""
+        return self.config.receptive_field
 
     def default_length_policy(self, device: Any) -> str:
+        """``"none"``: ONNX Runtime has no per-shape plans to cache, so there is no length policy to choose."""
         return "none"
 
     def eval(self) -> OnnxTransducer:
@@ -135,6 +149,16 @@ class OnnxTransducer(Transcribing):
         if self.config.layout == "nemo":
             encoded = encoded.transpose(1, 2)
         return encoded, torch.from_numpy(out_lengths).long()
+
+    def encode_in_windows(self, waveform: Tensor, chunk_seconds: float,
+                          context_seconds: float | None) -> tuple[Tensor, Tensor]:
+        """``waveform [N]`` -> ``(encoder_out [1, T, D], [1])`` in windows of samples, each through :meth:`encode`
+        (:mod:`transdec.sample_windows`); see :meth:`~transdec.protocol.SpeechModel.encode_in_windows`. A front end
+        that normalises per recording normalises each window by itself here."""
+        step = self.frame_shift_samples
+        windows = plan_windows(waveform.shape[0], step, self.sample_rate, chunk_seconds, context_seconds,
+                               self.receptive_field)
+        return encode_windows(self.encode, waveform, windows, step)
 
 
 

@@ -68,45 +68,11 @@ def read_checkpoint(path: str | os.PathLike[str]) -> dict[str, Any]:
     return payload
 
 
-def load_model(name_or_path: str | os.PathLike[str], device: str | torch.device = "cpu",
-               dtype: torch.dtype = torch.float32, front_end: str = "model") -> TransducerModel:
-    """Load a bundled model by name (``"tiny-en-rnnt"``, ...) or any model file by path, in eval mode.
-
-    A path ending in ``.nemo`` is a NeMo checkpoint, loaded by :func:`transdec.adapters.nemo.load_nemo`; a directory
-    of ``.onnx`` files is an ONNX Transducer, loaded by :func:`transdec.adapters.onnx.load_onnx`.
-
-    ``front_end="sherpa"`` makes ``encode`` compute the features sherpa-onnx computes for the model's ONNX export
-    (:class:`~transdec.adapters.onnx_features.SherpaFrontEnd`, with kaldi-native-fbank) instead of the model's own,
-    so that transcripts equal sherpa-onnx's (docs/deploy.md, "Front ends"). A model hears other features than it
-    was trained on then, which costs accuracy unless it was trained on sherpa-onnx's.
-    """
-    if front_end not in ("model", "sherpa"):
-        raise ValueError(f"front_end must be 'model' or 'sherpa', got {front_end!r}")
-    name = str(name_or_path)
-    path = bundled_model_path(name) if name in BUNDLED_MODELS else Path(name)
-    if path.is_dir() and any(path.glob("*.onnx")):  # an ONNX export: ONNX Runtime loads only when needed
-        from transdec.adapters.onnx import load_onnx
-
-        if torch.device(device).type != "cpu" or dtype != torch.float32:
-            raise ValueError(f"{path}: ONNX models run in float32 on the CPU (ONNX Runtime)")
-        return load_onnx(path, front_end=front_end)
-    model = _load_pytorch_model(path, device, dtype)
-    if front_end == "sherpa":
-        from transdec.adapters.onnx_features import sherpa_front_end_of
-
-        model.external_front_end = sherpa_front_end_of(model)
-    return model
-
-
-def _load_pytorch_model(path: Path, device: str | torch.device, dtype: torch.dtype) -> TransducerModel:
-    if path.name.endswith(".nemo"):  # a NeMo checkpoint: the adapter (and its YAML library) load only when needed
-        from transdec.adapters.nemo import load_nemo
-
-        return load_nemo(path, device=device, dtype=dtype)
-    if path.is_dir():
-        raise ValueError(f"{path}: a directory without .onnx files; expected a transdec model file, a .nemo "
-                         f"checkpoint, an ONNX export directory (encoder.onnx, decoder.onnx, joiner.onnx, "
-                         f"tokens.txt) or a bundled model name ({', '.join(BUNDLED_MODELS)})")
+def load_transdec_model(path: str | os.PathLike[str], device: str | torch.device = "cpu",
+                        dtype: torch.dtype = torch.float32) -> TransducerModel:
+    """Load a transdec model file (see :func:`save_model`) in eval mode; :func:`transdec.load_model` loads every
+    kind of model, this one only transdec's own."""
+    path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"no model file {str(path)!r}; the bundled models are {list(BUNDLED_MODELS)}")
     payload = read_checkpoint(path)
@@ -128,3 +94,14 @@ def bundled_model_path(name: str) -> Path:
     if not path.exists():
         raise FileNotFoundError(f"bundled model {name!r} is missing from this installation ({path})")
     return path
+
+
+def __getattr__(name: str) -> Any:
+    # `load_model` loads every kind of model (NeMo checkpoints and ONNX exports too), so it lives above the
+    # adapters, in transdec.loading; it is found here as well, beside save_model, without this module importing
+    # the layers above it.
+    if name == "load_model":
+        from transdec.loading import load_model
+
+        return load_model
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,8 +1,9 @@
 """The complete speech model: waveform -> features -> Conformer encoder -> predictor + joint + head.
 
-A :class:`TransducerModel` is a :class:`~transdec.protocol.DecodingModel`, so every decoder runs on it
-directly. Its configuration is plain data (:class:`ModelConfig`), which is what makes checkpoints
-self-describing (see :mod:`transdec.model.checkpoint`).
+A :class:`TransducerModel` is a :class:`~transdec.protocol.SpeechModel` (so a
+:class:`~transdec.protocol.DecodingModel`): every decoder runs on it directly, and transcription takes it. Its
+configuration is plain data (:class:`ModelConfig`), which is what makes checkpoints self-describing (see
+:mod:`transdec.model.checkpoint`).
 """
 
 from __future__ import annotations
@@ -18,13 +19,15 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from transdec.audio import Transcribing, check_float_waveforms
+from transdec.audio import check_float_waveforms
 from transdec.model.conformer import ConformerConfig, ConformerEncoder
 from transdec.model.features import FbankConfig, FbankExtractor
 from transdec.model.joint import JointNetwork
 from transdec.model.predictors import LSTMPredictor, StatelessPredictor
-from transdec.protocol import HeadSpec
 from transdec.model.tokenizer import Tokenizer
+from transdec.model.windowed_features import encode_feature_windows
+from transdec.protocol import HeadSpec
+from transdec.transcribing import Transcribing
 
 
 #: How :meth:`TransducerModel.encode` treats input lengths on a GPU. cuDNN builds an execution plan for every
@@ -101,7 +104,8 @@ class TransducerModel(Transcribing, nn.Module):
     """A trained Transducer: :meth:`encode` audio, then decode with any transdec decoder.
 
     Attributes used by decoders (the :class:`~transdec.protocol.DecodingModel` protocol): ``head``,
-    ``predictor``, ``joint``. ``tokenizer`` maps token ids to text.
+    ``predictor``, ``joint``. ``tokenizer`` maps token ids to text. The rest of
+    :class:`~transdec.protocol.SpeechModel` is what transcription reads.
     """
 
     def __init__(self, config: ModelConfig, tokenizer: Tokenizer) -> None:
@@ -139,6 +143,11 @@ class TransducerModel(Transcribing, nn.Module):
         self.external_front_end: Callable[[Tensor, Tensor | None], tuple[Tensor, Tensor]] | None = None
 
     @property
+    def device(self) -> torch.device:
+        """The device of the weights, where :meth:`encode` runs."""
+        return next(self.parameters()).device
+
+    @property
     def sample_rate(self) -> int:
         return self.config.features.sample_rate
 
@@ -146,6 +155,11 @@ class TransducerModel(Transcribing, nn.Module):
     def frame_shift_seconds(self) -> float:
         """Duration of one encoder frame (the unit of timestamps), e.g. 0.08 s at 8x subsampling."""
         return self.config.features.frame_shift_ms / 1000 * self.config.encoder.subsampling_factor
+
+    @property
+    def receptive_field(self) -> int | None:
+        """The encoder's (:attr:`ConformerEncoder.receptive_field`): ``None`` under full attention."""
+        return self.encoder.receptive_field
 
     @property
     def _dtype(self) -> torch.dtype:
@@ -203,6 +217,13 @@ class TransducerModel(Transcribing, nn.Module):
         with _cudnn_disabled() if policy in ("no_cudnn", "pad_no_cudnn") else contextlib.nullcontext():
             encoded, lengths = self.encoder(features, lengths)
         return encoded[:, : self.encoder.output_frames(frames)], lengths
+
+    def encode_in_windows(self, waveform: Tensor, chunk_seconds: float,
+                          context_seconds: float | None) -> tuple[Tensor, Tensor]:
+        """``waveform [N]`` -> ``(encoder_out [1, T, D], [1])`` in windows of features normalised over the whole
+        recording (:mod:`transdec.model.windowed_features`); see
+        :meth:`~transdec.protocol.SpeechModel.encode_in_windows`."""
+        return encode_feature_windows(self, waveform, chunk_seconds, context_seconds)
 
     def default_length_policy(self, device: torch.device | str) -> LengthPolicy:
         """The policy :meth:`encode` follows on ``device`` in eval mode when none is passed: :attr:`length_policy`
