@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import math
 import os
 import sys
@@ -17,11 +18,11 @@ from transdec import __version__
 from transdec.decoding.flags import add_decoding_arguments, decoding_configs
 from transdec.long_audio import GLOBAL_ATTENTION_CONTEXT_SECONDS as GLOBAL_CONTEXT
 from transdec.long_audio import ChunkingConfig
-from transdec.model.conformer import ConformerConfig
-from transdec.protocol import HeadSpec
-from transdec.model.transducer_model import LENGTH_POLICIES, ModelConfig, PredictorConfig
+from transdec.model.transducer_model import LENGTH_POLICIES
 from transdec.runtime import configure_malloc
-from transdec.training.specaugment import SpecAugmentConfig
+from transdec.training.flags import add_config_arguments, config_from_args
+from transdec.training.model_options import ModelOptions
+from transdec.training.trainer import TrainConfig
 
 
 MODEL_HELP = "bundled model name, model file, .nemo checkpoint or ONNX export directory"
@@ -51,76 +52,12 @@ def _add_train_parser(subparsers: argparse._SubParsersAction) -> None:
         "train", help="train a Transducer model (rerun the same command to resume)",
         description="Train a Conformer Transducer on JSONL manifests. Running the same command again resumes "
                     "from the newest checkpoint in --exp-dir; the model options are then taken from it.")
-    p.add_argument("--train-manifest", required=True)
-    p.add_argument("--dev-manifest", required=True)
-    p.add_argument("--exp-dir", required=True)
     model = p.add_argument_group("model (ignored when resuming)")
-    model.add_argument("--head", choices=["rnnt", "tdt", "multiblank"], default="rnnt")
-    model.add_argument("--durations", type=int, nargs="+", default=[0, 1, 2, 3, 4], help="TDT durations")
-    model.add_argument("--big-blank-durations", type=int, nargs="+", default=[2, 4, 8])
-    model.add_argument("--sigma", type=float, default=None,
-                       help="logit under-normalisation for TDT / multi-blank (default 0.05; RNN-T: 0)")
-    model.add_argument("--vocab-size", type=int, default=128)
-    model.add_argument("--d-model", type=int, default=144)
-    model.add_argument("--layers", type=int, default=6)
-    model.add_argument("--heads", type=int, default=4)
-    model.add_argument("--conv-kernel", type=int, default=15)
-    model.add_argument("--attention-context", type=int, default=None, metavar="FRAMES",
-                       help="local attention: encoder frames each side a frame may attend to (default: all); "
-                            "makes long recordings in chunks exact (docs/models.md, 'Long recordings')")
-    model.add_argument("--subsampling", choices=["dw_striding", "striding"], default="dw_striding")
-    model.add_argument("--subsampling-factor", type=int, choices=[4, 8], default=8)
-    model.add_argument("--predictor", choices=["lstm", "stateless"], default="lstm")
-    model.add_argument("--predictor-hidden", type=int, default=256)
-    model.add_argument("--predictor-layers", type=int, default=1)
-    model.add_argument("--context-size", type=int, default=2, help="stateless predictor context")
-    model.add_argument("--joint-dim", type=int, default=256)
-    model.add_argument("--dropout", type=float, default=0.1)
     train = p.add_argument_group("training")
-    train.add_argument("--init-from", default=None, metavar="MODEL",
-                       help="start a new run from this model file's weights and tokenizer (names and shapes "
-                            "that match are copied; a TDT joint gets an RNN-T joint's label rows)")
-    train.add_argument("--init-encoder-only", action="store_true",
-                       help="with --init-from: copy only the encoder; the tokenizer is trained anew (--vocab-size)")
-    train.add_argument("--max-steps", type=int, default=20000)
-    train.add_argument("--peak-lr", type=float, default=2e-3)
-    train.add_argument("--warmup-steps", type=int, default=800)
-    train.add_argument("--batch-seconds", type=float, default=150.0, help="padded audio seconds per batch")
-    train.add_argument("--max-duration", type=float, default=16.0, help="skip longer training utterances")
-    train.add_argument("--long-form-share", type=float, default=0.0, metavar="SHARE",
-                       help="join this share of the utterances (0-1) into long-form rows, so that the model "
-                            "learns the attention span of long recordings (default none)")
-    train.add_argument("--long-form-seconds", type=float, default=40.0, help="the longest long-form row")
-    train.add_argument("--long-form-pause", type=float, default=0.3, metavar="SECONDS",
-                       help="silence between the utterances of a long-form row")
-    train.add_argument("--ctc-weight", type=float, default=0.3)
-    train.add_argument("--prune-range", type=int, default=0, metavar="ROWS",
-                       help="train with the pruned loss: the joint only on this many lattice rows per frame, "
-                            "placed by a trivial joint's alignments (0, the default: the full lattice)")
-    train.add_argument("--no-specaugment", action="store_true")
-    train.add_argument("--freq-masks", type=int, default=SpecAugmentConfig.freq_masks,
-                       help="SpecAugment frequency bands (default %(default)s, up to 27 bins each)")
-    train.add_argument("--time-masks", type=int, default=SpecAugmentConfig.time_masks,
-                       help="SpecAugment time spans (default %(default)s, up to 5%% of the utterance each)")
-    train.add_argument("--bf16", action="store_true",
-                       help="bfloat16 autocast for the encoder (on a CPU its linear layers only, ~1.5x faster steps)")
-    train.add_argument("--eval-every", type=int, default=500)
-    train.add_argument("--save-every", type=int, default=200)
-    train.add_argument("--seed", type=int, default=1)
-    train.add_argument("--threads", type=int, default=None)
-    train.add_argument("--time-limit", type=float, default=None, metavar="MINUTES",
-                       help="save and stop after this many minutes (resume later)")
-    train.add_argument("--budget", type=float, default=None, metavar="MINUTES",
-                       help="train for this much time in all: the learning-rate decay follows elapsed training "
-                            "time instead of --max-steps (which still caps the run)")
-    train.add_argument("--reload-manifest", action="store_true",
-                       help="read the training manifest again at each epoch, e.g. while its corpus is synthesised")
-    train.add_argument("--device", default="cpu", help="cpu or cuda")
-    train.add_argument("--loader-threads", type=int, default=2, help="threads reading the next batches")
-    train.add_argument("--pad-to-seconds", type=float, default=None, metavar="SECONDS",
-                       help="pad each batch's audio to a multiple of this many seconds (and its tokens to a "
-                            "multiple of 16) so that batch shapes repeat and cuDNN reuses its plans (default: "
-                            "1 on CUDA, none on the CPU)")
+    # Added first, so that the usage line starts with the required manifests and run directory.
+    add_config_arguments(train, TrainConfig)
+    train.add_argument("--no-specaugment", action="store_true", help="no SpecAugment: no frequency or time masks")
+    add_config_arguments(model, ModelOptions)
 
 
 def _add_average_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -366,7 +303,7 @@ def _inspect(args: argparse.Namespace) -> int:
 
 def _export(args: argparse.Namespace) -> int:
     from transdec.export.onnx import DEFAULT_MAX_FRAMES, export_onnx
-    from transdec.model.checkpoint import load_model
+    from transdec.loading import load_model
 
     try:
         result = export_onnx(load_model(args.model), args.out_dir, max_frames=args.max_frames or DEFAULT_MAX_FRAMES)
@@ -382,48 +319,27 @@ def _export(args: argparse.Namespace) -> int:
     return 0
 
 
-def _model_config(args: argparse.Namespace) -> ModelConfig:
-    head = HeadSpec(args.head, args.vocab_size,
-                    durations=args.durations if args.head == "tdt" else (),
-                    big_blank_durations=args.big_blank_durations if args.head == "multiblank" else ())
-    sigma = args.sigma if args.sigma is not None else (0.0 if args.head == "rnnt" else 0.05)
-    return ModelConfig(
-        head=head,
-        encoder=ConformerConfig(model_dim=args.d_model, num_layers=args.layers, num_heads=args.heads,
-                                conv_kernel=args.conv_kernel, subsampling=args.subsampling,
-                                subsampling_factor=args.subsampling_factor, dropout=args.dropout,
-                                attention_context=args.attention_context),
-        predictor=PredictorConfig(kind=args.predictor, hidden_size=args.predictor_hidden,
-                                  num_layers=args.predictor_layers, context_size=args.context_size),
-        joint_dim=args.joint_dim,
-        sigma=sigma,
-        ctc_head=args.ctc_weight > 0,
-    )
+def _train_config(args: argparse.Namespace) -> TrainConfig:
+    """The parsed ``transdec train`` flags' TrainConfig; ``--no-specaugment`` overrides the mask counts."""
+    config = config_from_args(args, TrainConfig)
+    if args.no_specaugment:
+        config.specaugment = dataclasses.replace(config.specaugment, freq_masks=0, time_masks=0)
+    return config
 
 
 def _train(args: argparse.Namespace) -> int | None:
-    from transdec.training.trainer import TrainConfig, Trainer
+    from transdec.training.trainer import Trainer
 
-    problem = _device_problem(args.device)
-    if problem:
-        print(f"transdec train: error: {problem}", file=sys.stderr)
+    config = _train_config(args)
+    try:  # a bad device or model shape is one line, not a traceback
+        problem = _device_problem(config.device)
+        if problem:
+            raise ValueError(problem)
+        model_config = config_from_args(args, ModelOptions).model_config(ctc_head=config.ctc_weight > 0)
+    except ValueError as error:
+        print(f"transdec train: error: {error}", file=sys.stderr)
         return 2
-    config = TrainConfig(
-        train_manifest=args.train_manifest, dev_manifest=args.dev_manifest, exp_dir=args.exp_dir,
-        max_steps=args.max_steps, peak_lr=args.peak_lr,
-        warmup_steps=args.warmup_steps, batch_seconds=args.batch_seconds, max_duration=args.max_duration,
-        ctc_weight=args.ctc_weight, bf16=args.bf16, eval_every=args.eval_every, save_every=args.save_every,
-        seed=args.seed, threads=args.threads, time_limit_minutes=args.time_limit, init_from=args.init_from,
-        device=args.device, budget_minutes=args.budget, loader_threads=args.loader_threads,
-        init_encoder_only=args.init_encoder_only, prune_range=args.prune_range,
-        long_form_share=args.long_form_share, long_form_seconds=args.long_form_seconds,
-        long_form_pause=args.long_form_pause, reload_manifest=args.reload_manifest,
-        pad_to_seconds=args.pad_to_seconds if args.pad_to_seconds is not None
-        else (1.0 if args.device.startswith("cuda") else 0.0),
-        specaugment=SpecAugmentConfig(freq_masks=0, time_masks=0) if args.no_specaugment
-        else SpecAugmentConfig(freq_masks=args.freq_masks, time_masks=args.time_masks),
-    )
-    Trainer(config, _model_config(args)).train()
+    Trainer(config, model_config).train()
 
 
 def _average(args: argparse.Namespace) -> None:
@@ -464,14 +380,17 @@ def _output_dir_problem(path: str) -> str | None:
 
 
 def _load_model(args: argparse.Namespace):
-    from transdec.model.checkpoint import load_model
+    """The model of ``--model``, a :class:`~transdec.protocol.SpeechModel`, with the run-time options applied."""
+    from transdec.loading import load_model
+    from transdec.model.transducer_model import TransducerModel
 
     try:
         model = load_model(args.model, device=args.device, front_end=args.front_end)
     except ImportError as error:  # an optional part: the ONNX runtime, kaldi-native-fbank
         extra = "sherpa" if args.front_end == "sherpa" else "onnx"
         raise ValueError(f"{args.model}: {error} (pip install 'transdec[{extra}]')") from error
-    model.length_policy = args.length_policy
+    if isinstance(model, TransducerModel):  # the only kind whose encoder has a length policy to choose
+        model.length_policy = args.length_policy
     if args.local_attention is not None:
         if not hasattr(model, "use_local_attention"):
             raise ValueError(f"--local-attention is for NeMo models; {args.model} is not one")
@@ -544,7 +463,7 @@ def _evaluate(args: argparse.Namespace) -> int:
 def _lm(args: argparse.Namespace) -> int:
     from transdec.lm.build import LMBuildError, build_lm
     from transdec.lm.kneser_ney import MAX_ORDER
-    from transdec.model.checkpoint import load_model
+    from transdec.loading import load_model
 
     try:
         if not 1 <= args.order <= MAX_ORDER:  # checked before the model loads

@@ -7,16 +7,18 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from transdec.decoding.options import option
+
 
 @dataclass
 class SpecAugmentConfig:
     """``freq_masks`` bands of up to ``freq_width`` bins; ``time_masks`` spans of up to ``time_width`` of the
     utterance's length each. Masked values become 0 (the mean, for per-feature normalised features)."""
 
-    freq_masks: int = 2
-    freq_width: int = 27
-    time_masks: int = 10
-    time_width: float = 0.05
+    freq_masks: int = option(2, "SpecAugment frequency bands per utterance, each up to --freq-width bins")
+    freq_width: int = option(27, "SpecAugment: the widest frequency band, in bins")
+    time_masks: int = option(10, "SpecAugment time spans per utterance, each up to --time-width of its length")
+    time_width: float = option(0.05, "SpecAugment: the longest time span, as a share of the utterance's length")
 
 
 def spec_augment(features: Tensor, lengths: Tensor, config: SpecAugmentConfig, generator: torch.Generator) -> Tensor:

@@ -29,7 +29,7 @@ import signal
 import time
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -37,6 +37,7 @@ import torch
 import torch.nn.functional as F
 
 from transdec.decoding import DecodingConfig
+from transdec.decoding.options import option
 from transdec.losses import transducer_loss
 from transdec.losses.pruned import pruned_transducer_loss
 from transdec.manifest import ManifestEntry
@@ -55,45 +56,70 @@ TRAIN_STATE_FORMAT = "transdec-train-state"
 
 @dataclass
 class TrainConfig:
-    """How to train (the model's shape is a separate :class:`~transdec.model.transducer_model.ModelConfig`)."""
+    """How to train (the model's shape is a separate :class:`~transdec.model.transducer_model.ModelConfig`).
 
-    train_manifest: str
-    dev_manifest: str
-    exp_dir: str
-    max_steps: int = 20000
-    peak_lr: float = 2e-3
-    warmup_steps: int = 800
-    final_lr_ratio: float = 0.02
-    weight_decay: float = 1e-3
-    batch_seconds: float = 150.0
-    max_duration: float = 16.0  # longer utterances are skipped (long-form rows may be longer)
-    long_form_share: float = 0.0  # this share of the utterances is joined into long-form rows ...
-    long_form_seconds: float = 40.0  # ... of at most this many seconds ...
-    long_form_pause: float = 0.3  # ... with this much silence between utterances
-    grad_clip: float = 1.0
-    ctc_weight: float = 0.3
+    Each field's ``metadata["help"]`` documents it and is the help of its ``transdec train`` flag
+    (``peak_lr`` -> ``--peak-lr``; see :mod:`transdec.training.flags`).
+    """
+
+    train_manifest: str = option(MISSING, "JSONL manifest of the training utterances")
+    dev_manifest: str = option(MISSING, "JSONL manifest of the utterances whose WER is reported during training")
+    exp_dir: str = option(MISSING, "run directory: tokenizer, checkpoints and log (a run in it is resumed)")
+    max_steps: int = option(20000, "training steps; with --budget, the most")
+    peak_lr: float = option(2e-3, "learning rate at the end of the warm-up")
+    warmup_steps: int = option(800, "steps of linear learning-rate warm-up")
+    final_lr_ratio: float = option(0.02, "the learning rate's cosine decay ends at this share of --peak-lr")
+    weight_decay: float = option(1e-3, "AdamW weight decay")
+    batch_seconds: float = option(150.0, "padded audio seconds per batch")
+    max_duration: float = option(16.0, "skip longer training utterances; long-form rows may be longer")
+    long_form_share: float = option(
+        0.0, "join this share of the utterances (0-1) into long-form rows, so that the model learns the attention "
+             "span of long recordings", metavar="SHARE")
+    long_form_seconds: float = option(40.0, "the longest long-form row", metavar="SECONDS")
+    long_form_pause: float = option(0.3, "silence between the utterances of a long-form row", metavar="SECONDS")
+    grad_clip: float = option(1.0, "clip the gradient's norm to this")
+    ctc_weight: float = option(0.3, "weight of the auxiliary CTC loss; transdec train gives a new model a CTC "
+                                    "head only where it is above 0")
     specaugment: SpecAugmentConfig = field(default_factory=SpecAugmentConfig)
-    bf16: bool = False
-    eval_every: int = 500
-    save_every: int = 200
-    keep_checkpoints: int = 5
-    log_every: int = 25
-    seed: int = 1
-    threads: int | None = None
-    time_limit_minutes: float | None = None
-    device: str = "cpu"
-    budget_minutes: float | None = None  # total training time; the decay follows it instead of max_steps
-    loader_threads: int = 2  # background threads reading the next batches
-    init_from: str | None = None  # a model file (or bundled name) whose weights start a new run
-    init_encoder_only: bool = False  # take only init_from's encoder (its tokenizer and outputs are not kept)
-    prune_range: int = 0  # > 0: the pruned loss with this many lattice rows per frame (0: the full lattice)
-    simple_loss_scale: float = 0.5  # weight of the pruned loss's simple loss once warmed up
-    prune_warmup_steps: int = 500  # steps over which the pruned loss's weight rises from 0.1 to 1
-    reload_manifest: bool = False  # read train_manifest again at each epoch (a corpus still being synthesised)
-    # > 0: each batch's audio is padded to a multiple of this many seconds and its token rows to a multiple of
-    # 16, so that batch shapes repeat. cuDNN builds a convolution plan for every new input shape (and caches
+    bf16: bool = option(False, "bfloat16 autocast for the encoder (on a CPU its linear layers only, ~1.5x faster "
+                               "steps)")
+    eval_every: int = option(500, "steps between dev WER evaluations")
+    save_every: int = option(200, "steps between checkpoints")
+    keep_checkpoints: int = option(5, "newest checkpoints kept")
+    log_every: int = option(25, "steps between log lines")
+    seed: int = option(1, "seed of the initial weights, the batch order and SpecAugment")
+    threads: int | None = option(None, "intra-op CPU threads (default: one per core)")
+    time_limit_minutes: float | None = option(None, "save and stop after this many minutes (resume later)",
+                                              flag="time_limit", metavar="MINUTES")
+    device: str = option("cpu", "cpu or cuda")
+    budget_minutes: float | None = option(
+        None, "train for this much time in all: the learning-rate decay follows elapsed training time instead of "
+              "--max-steps (which still caps the run)", flag="budget", metavar="MINUTES")
+    loader_threads: int = option(2, "threads reading the next batches")
+    init_from: str | None = option(
+        None, "start a new run from this model file's weights and tokenizer (names and shapes that match are copied; "
+              "a TDT joint gets an RNN-T joint's label rows)", metavar="MODEL")
+    init_encoder_only: bool = option(False, "with --init-from: copy only the encoder; the tokenizer is trained anew "
+                                            "(--vocab-size)")
+    prune_range: int = option(
+        0, "train with the pruned loss: the joint only on this many lattice rows per frame, placed by a trivial "
+           "joint's alignments (0, the default: the full lattice)", metavar="ROWS")
+    simple_loss_scale: float = option(0.5, "pruned loss: weight of the simple loss once warmed up")
+    prune_warmup_steps: int = option(500, "pruned loss: steps over which its weight rises from 0.1 to 1 (and the "
+                                          "simple loss's falls to --simple-loss-scale)")
+    reload_manifest: bool = option(False, "read the training manifest again at each epoch, e.g. while its corpus is "
+                                          "synthesised")
+    # Padding makes batch shapes repeat. cuDNN builds a convolution plan for every new input shape (and caches
     # it per shape): the likely reason convolutions took ~90 ms a call on an H100 with the GPU idle.
-    pad_to_seconds: float = 0.0
+    pad_to_seconds: float | None = option(
+        None, "pad each batch's audio to a multiple of this many seconds (and its tokens to a multiple of 16) so "
+              "that batch shapes repeat and cuDNN reuses its plans (default: 1 on CUDA, else 0: no padding)",
+        metavar="SECONDS")
+
+    def __post_init__(self) -> None:
+        # Settled here, so that train_config.json records the padding the run used.
+        if self.pad_to_seconds is None:
+            self.pad_to_seconds = 1.0 if self.device.startswith("cuda") else 0.0
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
