@@ -29,13 +29,13 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any, Callable, Hashable
+from dataclasses import dataclass
 
 import torch
 
-from transdec.decoding.beam.frame_search import Move, label_advance, logsumexp
-from transdec.decoding.inputs import checked_lengths
+from transdec.decoding.beam.frame_search import Move, label_advance
+from transdec.decoding.beam.utterance import (UtteranceHyp, best_first, feed, merge_hypotheses, search_each,
+                                              start_hyp)
 from transdec.decoding.options import PruningOptions, option
 from transdec.decoding.registry import takes_options
 from transdec.decoding.results import DecodingResult, DecodingStats, Hypothesis
@@ -57,48 +57,26 @@ class AlsdOptions(PruningOptions):
             raise ValueError(f"max_length_ratio must be non-negative or None, got {self.max_length_ratio}")
 
 
-@dataclass
-class _Hyp:
-    tokens: tuple[int, ...] = ()
-    timestamps: tuple[int, ...] = ()
-    durations: tuple[int, ...] = ()
-    token_logprobs: tuple[float, ...] = ()
-    time: int = 0
-    tokens_at_frame: int = 0
-    score: float = 0.0
-    am_score: float = 0.0
-    predictor_proj: torch.Tensor | None = None  # [1, J] after the tokens
-    state: Any = None
-    scorer_state: Any = None
-    context: tuple[torch.Tensor, ...] = field(default=())
-
 
 @takes_options(AlsdOptions)
 @torch.inference_mode()
 def beam_alsd(model: DecodingModel, encoder_out: torch.Tensor, lengths: torch.Tensor, options: AlsdOptions,
               fusions: Sequence[Fusion] = ()) -> DecodingResult:
     """Beam search over ``encoder_out [B, T, D]`` with valid ``lengths [B]``, one utterance after another."""
-    lengths = checked_lengths(encoder_out, lengths)
-    scoring = Scoring(model.head, fusions)
-    stats = DecodingStats()
-    nbest_lists = [
-        _search(model, scoring, encoder_out[b, :length], options, stats) for b, length in enumerate(lengths.tolist())
-    ]
-    return DecodingResult.from_nbest(nbest_lists, stats, encoder_out.device, encoder_out.dtype)
+    scoring, stats = Scoring(model.head, fusions), DecodingStats()
+    return search_each(encoder_out, lengths, stats, lambda frames: _search(model, scoring, frames, options, stats))
 
 
 def _search(model: DecodingModel, scoring: Scoring, frames: torch.Tensor, options: AlsdOptions,
             stats: DecodingStats) -> list[Hypothesis]:
-    head, predictor, joint = model.head, model.predictor, model.joint
+    head, joint = model.head, model.joint
     num_frames = frames.shape[0]
     encoder_proj = joint.project_encoder(frames.unsqueeze(0))[0]  # [T, J]
-    start = _Hyp(state=predictor.initial_state(1), scorer_state=scoring.initial_state(1, frames.device))
-    feed(model, scoring, start, head.predictor_blank_id, stats, frames.device)
-    beam = [start]
+    beam = [start_hyp(model, scoring, stats, frames.device)]
     max_steps = None if options.max_length_ratio is None else num_frames + math.ceil(options.max_length_ratio * num_frames)
     step = 0
     while any(h.time < num_frames for h in beam) and (max_steps is None or step < max_steps):
-        candidates: list[tuple[float, _Hyp, Move | None]] = []
+        candidates: list[tuple[float, UtteranceHyp, Move | None]] = []
         for hyp in beam:
             if hyp.time >= num_frames:
                 candidates.append((hyp.score, hyp, None))
@@ -115,11 +93,12 @@ def _search(model: DecodingModel, scoring: Scoring, frames: torch.Tensor, option
         kept = [_extend(model, scoring, hyp, emission, options, stats, frames.device)
                 for _, hyp, emission in candidates[: options.beam_size]]
         # Equal: the same tokens in the same state, the same frame and tokens there, or both finished.
-        beam = merge_equal(best_first(kept), options.merge, key=lambda h: (h.tokens, None, None) if h.time >= num_frames
-                           else (h.tokens, h.time, h.tokens_at_frame))
+        beam = merge_hypotheses(best_first(kept), options.merge,
+                                key=lambda h: (h.tokens, None, None) if h.time >= num_frames
+                                else (h.tokens, h.time, h.tokens_at_frame))
         step += 1
     finished = [h for h in beam if h.time >= num_frames] or beam
-    return [_hypothesis(h) for h in best_first(finished, options.length_norm)[: options.nbest]]
+    return [h.hypothesis() for h in best_first(finished, options.length_norm)[: options.nbest]]
 
 
 def _moves(head: HeadSpec, scored: LabelScores, beam_size: int, early: bool = False) -> list[Move]:
@@ -152,8 +131,8 @@ def forced_blank(head: HeadSpec, scored: LabelScores) -> Move:
                 score + duration_logprob, logprob + duration_logprob, logprob, False)
 
 
-def _extend(model: DecodingModel, scoring: Scoring, hyp: _Hyp, emission: Move | None, options: AlsdOptions,
-            stats: DecodingStats, device: torch.device) -> _Hyp:
+def _extend(model: DecodingModel, scoring: Scoring, hyp: UtteranceHyp, emission: Move | None, options: AlsdOptions,
+            stats: DecodingStats, device: torch.device) -> UtteranceHyp:
     """``hyp`` after ``emission`` (None: a finished hypothesis, carried over)."""
     if emission is None:
         return hyp
@@ -172,45 +151,3 @@ def _extend(model: DecodingModel, scoring: Scoring, hyp: _Hyp, emission: Move | 
     feed(model, scoring, new, emission.label, stats, device)
     return new
 
-
-def feed(model: DecodingModel, scoring: Scoring, hyp: Any, label: int, stats: DecodingStats,
-         device: torch.device) -> None:
-    """Advance a per-utterance hypothesis' predictor (``state``, ``predictor_proj [1, J]``) and, for a token, its
-    fusion state (``scorer_state``, ``context``) by ``label``, in place."""
-    labels = torch.tensor([label], device=device)
-    out, hyp.state = model.predictor.step(labels, hyp.state)
-    hyp.predictor_proj = model.joint.project_predictor(out)
-    stats.predictor_calls += 1
-    if label != model.head.predictor_blank_id:
-        hyp.scorer_state = scoring.advance(hyp.scorer_state, labels, torch.ones(1, dtype=torch.bool, device=device))
-    hyp.context = scoring.context(hyp.scorer_state)
-
-
-def merge_equal(hyps: list, rule: str, key: Callable[[Any], Hashable]) -> list:
-    """One hypothesis per group of equal ``key`` (``hyps`` best first): the first of each group, in order, with the
-    log of the group's summed probability (score and AM score) for ``"logsumexp"``; ``"none"`` keeps them all."""
-    if rule == "none":
-        return hyps
-    groups: dict[Hashable, list] = {}
-    for hyp in hyps:
-        groups.setdefault(key(hyp), []).append(hyp)
-    merged = []
-    for group in groups.values():
-        best = group[0]
-        if rule == "logsumexp" and len(group) > 1:
-            best = dataclasses.replace(best, score=logsumexp(h.score for h in group),
-                                       am_score=logsumexp(h.am_score for h in group))
-        merged.append(best)
-    return merged
-
-
-def best_first(hyps: list, length_norm: bool = False) -> list:
-    """By score, or by score per token with ``length_norm``, best first (ties keep their order)."""
-    if length_norm:
-        return sorted(hyps, key=lambda h: -h.score / max(len(h.tokens), 1))
-    return sorted(hyps, key=lambda h: -h.score)
-
-
-def _hypothesis(hyp: _Hyp) -> Hypothesis:
-    return Hypothesis(list(hyp.tokens), list(hyp.timestamps), list(hyp.durations), list(hyp.token_logprobs),
-                      hyp.score, hyp.am_score)

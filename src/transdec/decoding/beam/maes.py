@@ -57,7 +57,7 @@ import torch
 
 from transdec.decoding.beam.frame_search import (Buckets, FrameSearch, Move, ScoredRow, Tokens, check_summing_merge,
                                             stacked, summing_merge_option)
-from transdec.decoding.inputs import checked_lengths
+from transdec.decoding.beam.utterance import search_each
 from transdec.decoding.options import ExpansionOptions, PruningOptions
 from transdec.decoding.registry import takes_options
 from transdec.decoding.results import DecodingResult, DecodingStats, Hypothesis
@@ -86,13 +86,9 @@ def beam_maes(model: DecodingModel, encoder_out: torch.Tensor, lengths: torch.Te
 
     Returns the n-best per utterance (``result.nbest``), best first, and the best in ``result.hyps``.
     """
-    lengths = checked_lengths(encoder_out, lengths)
-    scoring = Scoring(model.head, fusions)
-    stats = DecodingStats()
-    nbest_lists = [_search(FrameSearch(model, scoring, encoder_out[b, :length], options.max_symbols_per_frame,
-                                       options.merge, stats), options)
-                   for b, length in enumerate(lengths.tolist())]
-    return DecodingResult.from_nbest(nbest_lists, stats, encoder_out.device, encoder_out.dtype)
+    scoring, stats = Scoring(model.head, fusions), DecodingStats()
+    return search_each(encoder_out, lengths, stats, lambda frames: _search(
+        FrameSearch(model, scoring, frames, options.max_symbols_per_frame, options.merge, stats), options))
 
 
 def _search(search: FrameSearch, options: MaesOptions) -> list[Hypothesis]:

@@ -26,14 +26,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 import torch
 
-from transdec.decoding.beam.alsd import best_first, feed, merge_equal
-from transdec.decoding.inputs import check_window_size, checked_lengths
-from transdec.decoding.options import WINDOW_HELP, BeamOptions, option
+from transdec.decoding.beam.utterance import UtteranceHyp, best_first, feed, merge_hypotheses, search_each, start_hyp
+from transdec.decoding.options import BeamOptions, WindOptions
 from transdec.decoding.registry import takes_options
 from transdec.decoding.results import DecodingResult, DecodingStats, Hypothesis
 from transdec.decoding.scoring import Fusion, Scoring
@@ -41,30 +39,16 @@ from transdec.protocol import DecodingModel
 
 
 @dataclass(frozen=True)
-class WindBeamOptions(BeamOptions):
-    """Options of WIND beam search."""
-
-    window_size: int = option(8, WINDOW_HELP)
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_window_size(self.window_size)
+class WindBeamOptions(BeamOptions, WindOptions):
+    """Options of WIND beam search: the beam options and the window."""
 
 
 @dataclass
-class _Hyp:
-    tokens: tuple[int, ...] = ()
-    timestamps: tuple[int, ...] = ()
-    token_logprobs: tuple[float, ...] = ()
-    time: int = 0
-    tokens_at_frame: int = 0
-    score: float = 0.0
-    am_score: float = 0.0
-    predictor_proj: torch.Tensor | None = None  # [1, J], after every token but ``pending``
-    pending: int | None = None  # the last token, fed to the predictor only if the hypothesis survives pruning
-    state: Any = None
-    scorer_state: Any = None
-    context: tuple[torch.Tensor, ...] = field(default=())
+class _Hyp(UtteranceHyp):
+    """A hypothesis whose ``predictor_proj`` may lag its tokens by one: ``pending`` is the last token, fed to the
+    predictor only if the hypothesis survives pruning."""
+
+    pending: int | None = None
 
 
 @takes_options(WindBeamOptions)
@@ -75,21 +59,16 @@ def beam_wind(model: DecodingModel, encoder_out: torch.Tensor, lengths: torch.Te
     if model.head.kind != "rnnt":
         raise ValueError(f"beam_wind needs an RNN-T head, not {model.head.kind!r} (its blanks jump by durations); "
                          "use beam_alsd_pp")
-    lengths = checked_lengths(encoder_out, lengths)
-    scoring = Scoring(model.head, fusions)
-    stats = DecodingStats()
-    nbest_lists = [_search(model, scoring, encoder_out[b, :length], options, stats)
-                   for b, length in enumerate(lengths.tolist())]
-    return DecodingResult.from_nbest(nbest_lists, stats, encoder_out.device, encoder_out.dtype)
+    scoring, stats = Scoring(model.head, fusions), DecodingStats()
+    return search_each(encoder_out, lengths, stats, lambda frames: _search(model, scoring, frames, options, stats))
 
 
 def _search(model: DecodingModel, scoring: Scoring, frames: torch.Tensor, options: WindBeamOptions,
             stats: DecodingStats) -> list[Hypothesis]:
-    head, joint = model.head, model.joint
+    joint = model.joint
     num_frames, device = frames.shape[0], frames.device
     encoder_proj = joint.project_encoder(frames.unsqueeze(0))[0]  # [T, J]
-    start = _Hyp(state=model.predictor.initial_state(1), scorer_state=scoring.initial_state(1, device))
-    feed(model, scoring, start, head.predictor_blank_id, stats, device)
+    start = start_hyp(model, scoring, stats, device, _Hyp)
     waiting: dict[int, list[_Hyp]] = {0: [start]}
     finished: list[_Hyp] = []
     while waiting:
@@ -97,17 +76,17 @@ def _search(model: DecodingModel, scoring: Scoring, frames: torch.Tensor, option
         if t >= num_frames:
             finished.extend(h for frame in list(waiting) for h in waiting.pop(frame))
             break
-        hyps = best_first(merge_equal(best_first(waiting.pop(t)), options.merge,
-                                      key=lambda h: (h.tokens, h.tokens_at_frame)))
+        hyps = best_first(merge_hypotheses(best_first(waiting.pop(t)), options.merge,
+                                           key=lambda h: (h.tokens, h.tokens_at_frame)))
         for hyp in hyps[: options.beam_size]:
             if hyp.pending is not None:
                 feed(model, scoring, hyp, hyp.pending, stats, device)
                 hyp.pending = None
             for new in _expand(model, scoring, encoder_proj, hyp, options, stats):
                 waiting.setdefault(new.time, []).append(new)
-    ranked = best_first(merge_equal(best_first(finished), options.merge, key=lambda h: h.tokens), options.length_norm)
-    return [Hypothesis(list(h.tokens), list(h.timestamps), [0] * len(h.tokens), list(h.token_logprobs), h.score,
-                       h.am_score) for h in ranked[: options.nbest]]
+    ranked = best_first(merge_hypotheses(best_first(finished), options.merge, key=lambda h: h.tokens),
+                        options.length_norm)
+    return [h.hypothesis() for h in ranked[: options.nbest]]
 
 
 def _expand(model: DecodingModel, scoring: Scoring, encoder_proj: torch.Tensor, hyp: _Hyp, options: WindBeamOptions,
@@ -137,7 +116,7 @@ def _expand(model: DecodingModel, scoring: Scoring, encoder_proj: torch.Tensor, 
             continue
         k, token = divmod(index, head.num_tokens)
         new = dataclasses.replace(hyp, tokens=hyp.tokens + (token,), timestamps=hyp.timestamps + (t + k,),
-                                  token_logprobs=hyp.token_logprobs + (float(logprobs[k, token]),),
+                                  durations=hyp.durations + (0,), token_logprobs=hyp.token_logprobs + (float(logprobs[k, token]),),
                                   time=t + k, tokens_at_frame=(hyp.tokens_at_frame if k == 0 else 0) + 1,
                                   score=hyp.score + score,
                                   am_score=hyp.am_score + float(am_blanks[k] + logprobs[k, token]))
