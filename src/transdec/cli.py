@@ -18,7 +18,7 @@ from transdec import __version__
 from transdec.decoding.flags import add_decoding_arguments, decoding_configs
 from transdec.long_audio import GLOBAL_ATTENTION_CONTEXT_SECONDS as GLOBAL_CONTEXT
 from transdec.long_audio import ChunkingConfig
-from transdec.model.transducer_model import LENGTH_POLICIES
+from transdec.model.transducer_model import DEFAULT_CUDA_LENGTH_POLICY, LENGTH_POLICIES
 from transdec.runtime import configure_malloc
 from transdec.training.flags import add_config_arguments, config_from_args
 from transdec.training.model_options import ModelOptions
@@ -72,8 +72,9 @@ def _add_average_parser(subparsers: argparse._SubParsersAction) -> None:
 def _add_length_policy_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument("--length-policy", choices=LENGTH_POLICIES, default=None,
                    help="how the encoder treats input lengths it has not seen (cuDNN plans each new shape): pad to "
-                        "whole seconds, run without cuDNN, both, or none (default: no_cudnn on a GPU, none on a "
-                        "CPU; see transdec.model.transducer_model.LengthPolicy)")
+                        "whole seconds, run without cuDNN, both, or none (default: "
+                        f"{DEFAULT_CUDA_LENGTH_POLICY} on a GPU, none on a CPU; see "
+                        "transdec.model.transducer_model.LengthPolicy)")
     p.add_argument("--local-attention", type=_attention_window, default=None, metavar="LEFT[,RIGHT]",
                    help="NeMo models: switch the encoder to sliding-window attention over LEFT and RIGHT frames "
                         "(RIGHT defaults to LEFT), as NeMo does for long recordings; memory then grows linearly "

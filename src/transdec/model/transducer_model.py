@@ -40,7 +40,7 @@ from transdec.transcribing import Transcribing
 #:   output of the real frames and the output lengths are what they are without it.
 #: - ``"no_cudnn"``: run the encoder without cuDNN; PyTorch's own convolution kernels need no plan (13.9 ms a
 #:   batch at new lengths).
-#: - ``"pad_no_cudnn"``: both. ``"none"``: neither, as before.
+#: - ``"pad_no_cudnn"``: both. ``"none"``: neither.
 LengthPolicy = Literal["pad", "no_cudnn", "pad_no_cudnn", "none"]
 LENGTH_POLICIES: tuple[str, ...] = ("pad", "no_cudnn", "pad_no_cudnn", "none")
 #: The GPU default, the fastest measured at new lengths (``bench/encoder_lengths.py`` on an H100, B=16 x 10 s:
