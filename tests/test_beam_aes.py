@@ -10,9 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from brute_force import all_paths
-from test_beam_alsd import PREDICTORS, TINY_HEADS, same, tiny_problem
-from test_greedy_exactness import HEADS, encoder_batch, model_for
-from test_scoring import BigramScorer
+from helpers import HEADS, PREDICTORS, TINY_HEADS, BigramScorer, encoder_batch, model_for, same, tiny_problem
 from transdec.decoding import DecodingConfig, Fusion, greedy_label_looping
 from transdec.decoding.beam.aes_pp import beam_aes_pp
 from transdec.model.synthetic import random_decoder

@@ -3,37 +3,14 @@
 import itertools
 
 import pytest
-import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from brute_force import all_paths, best_path, sequence_scores
-from test_greedy_exactness import HEADS, encoder_batch, model_for
-from test_scoring import BigramScorer
+from helpers import HEADS, PREDICTORS, TINY_HEADS, BigramScorer, encoder_batch, model_for, same, tiny_problem
 from transdec.decoding import DecodingConfig, Fusion, decode, greedy_label_looping
 from transdec.decoding.beam.alsd import beam_alsd
 from transdec.decoding.beam.alsd_pp import beam_alsd_pp
-from transdec.model.synthetic import random_decoder, random_encoder_output
-from transdec.protocol import HeadSpec
-
-TINY_HEADS = {
-    "rnnt": HeadSpec("rnnt", 2),
-    "tdt": HeadSpec("tdt", 2, durations=(0, 1, 2)),
-    "multiblank": HeadSpec("multiblank", 2, big_blank_durations=(2,)),
-}
-PREDICTORS = ["lstm", "stateless"]
-
-
-def tiny_problem(kind: str, predictor: str, seed: int):
-    model = random_decoder(TINY_HEADS[kind], predictor, encoder_dim=8, num_layers=1, blank_rate=0.5, seed=seed,
-                           dtype=torch.float64)
-    frames, lengths = random_encoder_output([4, 3], 8, seed=seed, dtype=torch.float64)
-    return model, frames, lengths
-
-
-def same(a, b) -> bool:
-    return ((a.tokens, a.timestamps, a.durations) == (b.tokens, b.timestamps, b.durations)
-            and a.score == pytest.approx(b.score, abs=1e-9) and a.token_logprobs == pytest.approx(b.token_logprobs, abs=1e-9))
 
 
 @pytest.mark.parametrize("kind, predictor", list(itertools.product(TINY_HEADS, PREDICTORS)))

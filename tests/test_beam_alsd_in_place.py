@@ -11,15 +11,15 @@ import warnings
 import pytest
 import torch
 
-from test_beam_alsd import same
-from test_greedy_exactness import HEADS, encoder_batch, model_for as shared_model_for
-from test_scoring import BigramScorer
+from helpers import HEADS, BigramScorer, encoder_batch, same
+from helpers import model_for as shared_model_for
 from transdec.decoding import DecodingConfig, Fusion, decode
-from transdec.decoding.cuda import beam_graphs, graph_cache
+from transdec.decoding.beam import alsd_pp_graphs as beam_graphs
+from transdec.decoding.cuda import graph_cache
 from transdec.decoding.beam.alsd_pp import AlsdPlusOptions, AlsdSearch, beam_alsd_pp
 from transdec.decoding.beam_hyps import BatchedBeamHyps
 from transdec.decoding.flags import add_decoding_arguments, decoding_configs
-from transdec.decoding.cuda.label_looping_graphs import CudaGraphFallbackWarning
+from transdec.decoding.cuda.graph_cache import CudaGraphFallbackWarning
 from transdec.decoding.scoring import Scoring
 from transdec.model.synthetic import random_decoder
 
@@ -87,7 +87,8 @@ def test_in_place_search_reuses_its_tensors_for_new_inputs():
     model = model_for("multiblank", "lstm", "label_heavy")
     buffer_frames, buffer_lengths = torch.zeros(4, 64, 16, dtype=torch.float64), torch.zeros(4, dtype=torch.long)
     search = in_place_search(model, buffer_frames, buffer_lengths, 3, beam_size=4, nbest=3)
-    tensors = {name: value for name, value in vars(search.hyps).items() if isinstance(value, torch.Tensor)}
+    state = search.state
+    tensors = {name: value for name, value in vars(state.hyps).items() if isinstance(value, torch.Tensor)}
     for seed, lengths in enumerate([[24, 3, 0, 17], [1, 24, 24, 9], [0, 0, 0, 0]]):
         frames, lengths_tensor = encoder_batch(lengths, seed=seed)
         search.encoder_out[:, : frames.shape[1]].copy_(frames)
@@ -98,7 +99,7 @@ def test_in_place_search_reuses_its_tensors_for_new_inputs():
         expected = beam_alsd_pp(model, frames, lengths_tensor, max_symbols_per_frame=3, beam_size=4, nbest=3)
         assert_same_nbest(search.nbest(), expected.nbest)
         assert search.decoding_stats().joint_calls == expected.stats.joint_calls
-    assert all(getattr(search.hyps, name) is value for name, value in tensors.items())
+    assert search.state is state and all(getattr(state.hyps, name) is value for name, value in tensors.items())
 
 
 @pytest.mark.parametrize("kind", list(HEADS))
@@ -110,8 +111,8 @@ def test_the_fixed_capacity_bounds_every_search(kind, max_symbols):
     frames, lengths = encoder_batch([24, 0, 24, 5], seed=max_symbols, extra_padding=0)
     search = in_place_search(model, frames, lengths, max_symbols, beam_size=4)
     search.run()
-    assert search.hyps.capacity == 24 * (max_symbols + 1)
-    assert search.hyps.steps_taken() <= search.hyps.capacity
+    assert search.state.hyps.capacity == 24 * (max_symbols + 1)
+    assert search.state.hyps.steps_taken() <= search.state.hyps.capacity
     if kind == "rnnt" and max_symbols == 1:
         with torch.inference_mode(False):
             never_blank = random_decoder(HEADS["rnnt"], "lstm", encoder_dim=16, seed=1, dtype=torch.float64)
@@ -119,7 +120,7 @@ def test_the_fixed_capacity_bounds_every_search(kind, max_symbols):
                 never_blank.joint.output.bias[HEADS["rnnt"].blank_id] -= 1000.0
         search = in_place_search(never_blank, frames, lengths, max_symbols, beam_size=1)
         search.run()
-        assert search.hyps.steps_taken() == search.hyps.capacity
+        assert search.state.hyps.steps_taken() == search.state.hyps.capacity
 
 
 def test_in_place_search_needs_a_symbol_limit():
@@ -270,7 +271,7 @@ def test_graphs_that_disagree_with_eager_decoding_fall_back(eager_replay, monkey
         def replay():  # a step "graph" that also skips a frame: its timestamps differ from eager decoding's
             steps()
             if steps.__name__ == "step":
-                steps.__self__.hyps.time.add_(1)
+                steps.__self__.state.hyps.time.add_(1)
 
         return types.SimpleNamespace(replay=replay)
 

@@ -8,21 +8,19 @@ import pytest
 import torch
 
 from brute_force import all_paths, best_path, sequence_scores
-from test_greedy_exactness import HEADS, encoder_batch, model_for
-from test_scoring import BigramScorer
+from helpers import HEADS, PREDICTORS, BigramScorer, encoder_batch, model_for, tiny_problem
 from transdec.decoding import DecodingConfig, Fusion, decode, greedy_reference
 from transdec.decoding.beam.graves import GravesOptions, beam_graves
 from transdec.decoding.beam.maes import MaesOptions, beam_maes
-from transdec.model.synthetic import random_decoder, random_encoder_output
 from transdec.protocol import HeadSpec
 
-TINY_HEADS = {
+# helpers.TINY_HEADS and a TDT head without duration 0.
+BASELINE_TINY_HEADS = {
     "rnnt": HeadSpec("rnnt", 2),
     "tdt": HeadSpec("tdt", 2, durations=(0, 1, 2)),
     "tdt_no_zero": HeadSpec("tdt", 2, durations=(1, 2)),
     "multiblank": HeadSpec("multiblank", 2, big_blank_durations=(2,)),
 }
-PREDICTORS = ["lstm", "stateless"]
 SEARCHES = [beam_graves, beam_maes]
 MAX_SYMBOLS = 2
 # Settings under which each search prunes nothing: every path of a tiny problem is counted.
@@ -37,13 +35,6 @@ NARROW = {
                 dict(beam_size=3, nbest=3, expansion_beta=1, expansion_gamma=0.5, num_steps=3),
                 dict(beam_size=2, nbest=2, expansion_beta=0, expansion_gamma=math.inf, num_steps=1)],
 }
-
-
-def tiny_problem(kind: str, predictor: str, seed: int):
-    model = random_decoder(TINY_HEADS[kind], predictor, encoder_dim=8, num_layers=1, blank_rate=0.5, seed=seed,
-                           dtype=torch.float64)
-    frames, lengths = random_encoder_output([4, 3], 8, seed=seed, dtype=torch.float64)
-    return model, frames, lengths
 
 
 def utterances(frames, lengths):
@@ -83,17 +74,18 @@ def label_logprobs_along(model, frames, hyp) -> list[float]:
     return logprobs
 
 
-def same(a, b) -> bool:
+def same_exactly(a, b) -> bool:
+    """Stricter than ``helpers.same``: the same alignment, and the same scores, acoustic ones too, to 1e-12."""
     return (alignment(a) == alignment(b) and a.token_logprobs == pytest.approx(b.token_logprobs, abs=1e-12)
             and a.score == pytest.approx(b.score, abs=1e-12) and a.am_score == pytest.approx(b.am_score, abs=1e-12))
 
 
-@pytest.mark.parametrize("kind, predictor", list(itertools.product(TINY_HEADS, PREDICTORS)))
+@pytest.mark.parametrize("kind, predictor", list(itertools.product(BASELINE_TINY_HEADS, PREDICTORS)))
 @pytest.mark.parametrize("search", SEARCHES)
 def test_a_wide_search_counts_every_path(search, kind, predictor):
     """Pruning nothing, summation gives every sequence its total probability (so the best is the sequence with the
     highest), with the alignment of its best path; max merging finds the best path."""
-    model, frames, lengths = tiny_problem(kind, predictor, seed=3)
+    model, frames, lengths = tiny_problem(kind, predictor, seed=3, heads=BASELINE_TINY_HEADS)
     for one, utterance_frames in utterances(frames, lengths):
         paths = all_paths(model, utterance_frames, MAX_SYMBOLS)
         by_sequence = sequence_scores(paths)
@@ -116,12 +108,12 @@ def test_a_wide_search_counts_every_path(search, kind, predictor):
         assert best.score == pytest.approx(optimum.score, abs=1e-9)
 
 
-@pytest.mark.parametrize("kind, predictor", list(itertools.product(TINY_HEADS, PREDICTORS)))
+@pytest.mark.parametrize("kind, predictor", list(itertools.product(BASELINE_TINY_HEADS, PREDICTORS)))
 @pytest.mark.parametrize("search", SEARCHES)
 def test_a_narrow_search_counts_real_paths_at_most_once(search, kind, predictor):
     """With pruning, every hypothesis is a real path (max) or at most its sequence's total (sum), so the best never
     beats the optimum."""
-    model, frames, lengths = tiny_problem(kind, predictor, seed=5)
+    model, frames, lengths = tiny_problem(kind, predictor, seed=5, heads=BASELINE_TINY_HEADS)
     for one, utterance_frames in utterances(frames, lengths):
         paths = all_paths(model, utterance_frames, MAX_SYMBOLS)
         by_sequence, scores = sequence_scores(paths), path_scores(paths)
@@ -157,7 +149,7 @@ def test_an_utterance_decodes_the_same_alone_and_in_a_padded_batch(search, kind)
     batched = search(model, frames, lengths, max_symbols_per_frame=3, beam_size=4, nbest=4).nbest
     for b, length in enumerate(lengths_list):
         alone = search(model, frames[b : b + 1, :length], lengths[b : b + 1], max_symbols_per_frame=3, beam_size=4, nbest=4).nbest[0]
-        assert len(alone) == len(batched[b]) and all(same(x, y) for x, y in zip(alone, batched[b]))
+        assert len(alone) == len(batched[b]) and all(same_exactly(x, y) for x, y in zip(alone, batched[b]))
 
 
 @pytest.mark.parametrize("kind", list(HEADS))
@@ -190,13 +182,13 @@ def test_fusion_changes_the_search_and_keeps_acoustic_scores_apart(search, kind)
     assert all(h.am_score == h.score for n in plain for h in n)
 
 
-@pytest.mark.parametrize("kind", list(TINY_HEADS))
+@pytest.mark.parametrize("kind", list(BASELINE_TINY_HEADS))
 @pytest.mark.parametrize("pruning", ["late", "early"])
 def test_fused_wide_searches_sum_every_path_alike(kind, pruning):
     """With fusion and no pruning both searches sum every path; a best path's acoustic score is the brute force
     score of that path, and a sequence's summed acoustic score is its brute-force total."""
-    model, frames, lengths = tiny_problem(kind, "lstm", seed=4)
-    fusions = [Fusion(BigramScorer(TINY_HEADS[kind].num_tokens, seed=1), 1.5, token_bonus=0.2)]
+    model, frames, lengths = tiny_problem(kind, "lstm", seed=4, heads=BASELINE_TINY_HEADS)
+    fusions = [Fusion(BigramScorer(BASELINE_TINY_HEADS[kind].num_tokens, seed=1), 1.5, token_bonus=0.2)]
     for one, utterance_frames in utterances(frames, lengths):
         paths = all_paths(model, utterance_frames, MAX_SYMBOLS)
         by_sequence, scores = sequence_scores(paths), path_scores(paths)
@@ -213,13 +205,14 @@ def test_fused_wide_searches_sum_every_path_alike(kind, pruning):
             assert is_path_score(best.am_score, scores[alignment(best)])
 
 
-@pytest.mark.parametrize("kind, predictor", list(itertools.product(TINY_HEADS, PREDICTORS)))
+@pytest.mark.parametrize("kind, predictor", list(itertools.product(BASELINE_TINY_HEADS, PREDICTORS)))
 @pytest.mark.parametrize("search", SEARCHES)
 @pytest.mark.parametrize("merge", ["logsumexp", "max"])
 def test_early_pruning_with_a_wide_beam_is_late_pruning(search, kind, predictor, merge):
     """Pruning nothing, it does not matter when the fusion scores count: the same n-best, scores and alignments."""
-    model, frames, lengths = tiny_problem(kind, predictor, seed=6)
-    fusions = [Fusion(BigramScorer(TINY_HEADS[kind].num_tokens, seed=2), 2.0, token_bonus=0.3, blank_scoring=True)]
+    model, frames, lengths = tiny_problem(kind, predictor, seed=6, heads=BASELINE_TINY_HEADS)
+    fusions = [Fusion(BigramScorer(BASELINE_TINY_HEADS[kind].num_tokens, seed=2), 2.0, token_bonus=0.3,
+                      blank_scoring=True)]
     for one, _ in utterances(frames, lengths):
         late = search(model, *one, max_symbols_per_frame=MAX_SYMBOLS, merge=merge, fusions=fusions, **WIDE[search]).nbest[0]
         early = search(model, *one, max_symbols_per_frame=MAX_SYMBOLS, merge=merge, pruning="early", fusions=fusions,
@@ -244,7 +237,7 @@ def test_early_pruning_ranks_by_the_transducer_alone(search, kind):
     assert all(h.am_score != pytest.approx(h.score) for n in early for h in n if h.tokens)
     plain = search(model, frames, lengths, max_symbols_per_frame=3, beam_size=2, nbest=2, pruning="early").nbest
     late_plain = search(model, frames, lengths, max_symbols_per_frame=3, beam_size=2, nbest=2).nbest
-    assert all(same(a, b) for x, y in zip(plain, late_plain) for a, b in zip(x, y))
+    assert all(same_exactly(a, b) for x, y in zip(plain, late_plain) for a, b in zip(x, y))
 
 
 class CountingPredictor:

@@ -8,15 +8,14 @@ import pytest
 import torch
 
 from arpa_fixtures import random_arpa
-from test_beam_alsd import same
-from test_greedy_exactness import HEADS, assert_same_hypotheses, encoder_batch, model_for
+from helpers import HEADS, assert_same_hypotheses, encoder_batch, model_for, same
 from transdec.decoding import DecodingConfig, Fusion, decode, greedy_label_looping, greedy_reference
 from transdec.decoding.cuda import graph_cache
 from transdec.decoding.beam.aes_pp import beam_aes_pp
 from transdec.decoding.beam.alsd_pp import beam_alsd_pp
-from transdec.decoding.cuda.beam_graphs import NAME as ALSD_GRAPHS
+from transdec.decoding.beam.alsd_pp_graphs import NAME as ALSD_GRAPHS
 from transdec.decoding.cuda.conditional_graphs import conditional_graphs_unavailable
-from transdec.decoding.cuda.label_looping_graphs import CudaGraphFallbackWarning
+from transdec.decoding.cuda.graph_cache import CudaGraphFallbackWarning
 from transdec.decoding.beam.wind_batched import beam_wind_batched
 from transdec.lm import NGramLM, ngram_kernels
 

@@ -2,14 +2,11 @@
 with a wide beam for every window, batch invariant, fused."""
 
 import pytest
-import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from brute_force import all_paths, best_path, sequence_scores
-from test_beam_alsd import same, tiny_problem
-from test_greedy_exactness import HEADS, encoder_batch, model_for
-from test_scoring import BigramScorer
+from helpers import HEADS, BigramScorer, encoder_batch, model_for, same, tiny_problem
 from transdec.decoding import DecodingConfig, Fusion, decode
 from transdec.decoding.beam.wind import beam_wind
 from transdec.decoding.beam.wind_batched import beam_wind_batched

@@ -22,7 +22,7 @@ from transdec.model.transducer_model import TransducerModel
 from transdec.sources import read_manifest_items
 from transdec.transcribe import Transcript, WordTiming
 
-from test_model_and_training import TEXTS, tiny_config
+from helpers import TEXTS, cli, tiny_config
 
 
 @pytest.fixture(scope="module")
@@ -106,18 +106,8 @@ def test_evaluate_reports_strategies_side_by_side(workspace: Path) -> None:
     assert "| greedy_label | 1 |" in result.stdout
 
 
-# Issue 41: what a new user ran into. These run the command in-process (`main`), which is much faster than a
+# Issue 41: what a new user ran into. These run the command in-process (`helpers.cli`), which is much faster than a
 # subprocess and lets a test stand in for the transcriber to crash or interrupt a run at a chosen point.
-
-def cli(capsys, *args: str | Path) -> tuple[int, str, str]:
-    """Exit code, standard output and standard error of ``transdec ARGS``."""
-    try:
-        code = main([str(a) for a in args])
-    except SystemExit as exit:  # argparse's own errors, --help and --version
-        code = exit.code
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
 
 def strict_json(line: str):
     def refuse(constant: str):

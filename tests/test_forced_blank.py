@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from brute_force import all_paths, sequence_scores
-from test_beam_alsd import TINY_HEADS
+from helpers import TINY_HEADS
 from transdec.decoding import DecodingConfig, decode
 from transdec.model.synthetic import random_decoder, random_encoder_output
 from transdec.protocol import HeadSpec

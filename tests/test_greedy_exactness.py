@@ -5,7 +5,6 @@ label-heavy models x max_symbols_per_frame 1, 3, 10, with batches of 1-32 uttera
 lengths (0 and 1 included). Frames past each length are NaN, so any read of padding would show.
 """
 
-import functools
 import itertools
 import warnings
 
@@ -14,62 +13,11 @@ import torch
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from helpers import ENCODER_DIM, HEADS, MATRIX, assert_same_hypotheses, encoder_batch, model_for
 from transdec.decoding import greedy_frame_looping, greedy_label_looping, greedy_reference
-from transdec.protocol import HeadSpec
-from transdec.model.synthetic import random_decoder, random_encoder_output
-
-HEADS = {
-    "rnnt": HeadSpec("rnnt", num_tokens=9),
-    "tdt": HeadSpec("tdt", num_tokens=9, durations=(0, 1, 2, 3, 4)),
-    "multiblank": HeadSpec("multiblank", num_tokens=9, big_blank_durations=(2, 4, 8)),
-}
-# blank_rate of the random model per head and profile; TDT labels also move time, so it needs fewer blanks.
-BLANK_RATES = {
-    ("rnnt", "blank_heavy"): 0.9,
-    ("rnnt", "label_heavy"): 0.5,
-    ("tdt", "blank_heavy"): 0.7,
-    ("tdt", "label_heavy"): 0.3,
-    ("multiblank", "blank_heavy"): 0.9,
-    ("multiblank", "label_heavy"): 0.5,
-}
-ENCODER_DIM = 16
-MATRIX = list(itertools.product(HEADS, ["lstm", "stateless"], ["blank_heavy", "label_heavy"], [1, 3, 10]))
+from transdec.model.synthetic import random_encoder_output
 
 batches = st.lists(st.integers(min_value=0, max_value=24), min_size=1, max_size=32)
-
-
-@functools.lru_cache(maxsize=None)
-def model_for(kind: str, predictor: str, profile: str):
-    return random_decoder(
-        HEADS[kind],
-        predictor,
-        encoder_dim=ENCODER_DIM,
-        num_layers=2,
-        blank_rate=BLANK_RATES[kind, profile],
-        seed=7,
-        dtype=torch.float64,
-    )
-
-
-def encoder_batch(lengths: list[int], seed: int, extra_padding: int = 3):
-    return random_encoder_output(
-        lengths,
-        ENCODER_DIM,
-        max_length=max(lengths) + extra_padding,
-        padding_value=float("nan"),
-        seed=seed,
-        dtype=torch.float64,
-    )
-
-
-def assert_same_hypotheses(actual, expected):
-    assert len(actual) == len(expected)
-    for b, (got, want) in enumerate(zip(actual, expected)):
-        assert got.tokens == want.tokens, f"utterance {b}: tokens"
-        assert got.timestamps == want.timestamps, f"utterance {b}: timestamps"
-        assert got.durations == want.durations, f"utterance {b}: durations"
-        assert got.token_logprobs == pytest.approx(want.token_logprobs, abs=1e-9), f"utterance {b}: log-probs"
-        assert got.score == pytest.approx(want.score, abs=1e-9), f"utterance {b}: score"
 
 
 def check_against_reference(decoder, kind, predictor, profile, max_symbols, lengths, seed):

@@ -253,3 +253,32 @@ def test_each_layer_imports_without_the_layers_above(layer: str) -> None:
     result = subprocess.run([sys.executable, "-c", _IMPORT_LAYER, json.dumps([layer, blocked, modules])],
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, f"layer {layer!r}:\n{result.stdout}\n{result.stderr}"
+
+
+#: Inside ``transdec.decoding``, lowest first: the core the searches share, the CUDA-graph machinery, the searches
+#: (each with its CUDA-graph driver), and the registry of built-in strategies with the entry points on top.
+DECODING_LAYERS: list[tuple[str, tuple[str, ...]]] = [
+    ("core", ("options", "registry", "results", "scoring", "inputs", "emissions", "compute_dtype", "batched_hyps",
+              "beam_hyps")),
+    ("cuda", ("cuda",)),
+    ("searches", ("greedy", "beam")),
+    ("entry points", ("", "strategies", "api", "flags")),
+]
+
+
+def decoding_layer_of(module: str) -> int:
+    part = module.removeprefix("transdec.decoding").removeprefix(".").split(".")[0]
+    return next(index for index, (_, parts) in enumerate(DECODING_LAYERS) if part in parts)
+
+
+def test_decoding_imports_point_down_inside_the_package() -> None:
+    modules = [m for m in GRAPH if m == "transdec.decoding" or m.startswith("transdec.decoding.")]
+    assert all(decoding_layer_of(m) is not None for m in modules)
+    upward = [f"{module} imports {target}" for module in sorted(modules) for target in sorted(GRAPH[module])
+              if target.startswith("transdec.decoding.") and decoding_layer_of(target) > decoding_layer_of(module)]
+    assert not upward, "imports into a higher layer of transdec.decoding:\n" + "\n".join(upward)
+    edges: dict[str, set[str]] = {}
+    for module in modules:
+        edges[module] = {t for t in GRAPH[module] if t in MODULES and t.startswith("transdec.decoding.")}
+    cycle = _find_cycle(edges)
+    assert cycle is None, "import cycle inside transdec.decoding: " + " -> ".join(cycle or [])

@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from test_cli_transcribe import cli
-from test_nemo_loading import FIXTURES, repack
+from helpers import NEMO_FIXTURES, cli, repack
 
 
 def test_a_bundled_model(capsys) -> None:
@@ -21,7 +20,7 @@ def test_a_bundled_model(capsys) -> None:
 
 
 def test_a_nemo_checkpoint_as_json(capsys) -> None:
-    code, out, _ = cli(capsys, "inspect", FIXTURES / "fc_multiblank.nemo", "--format", "json")
+    code, out, _ = cli(capsys, "inspect", NEMO_FIXTURES / "fc_multiblank.nemo", "--format", "json")
     report = json.loads(out)
     assert code == 0 and report["supported"] and report["problems"] == []
     assert report["model_class"] == "EncDecRNNTBPEModel" and report["head"]["big_blank_durations"] == [2, 4]

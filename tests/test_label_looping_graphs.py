@@ -16,12 +16,12 @@ import pytest
 import torch
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-from test_greedy_exactness import HEADS, MATRIX, assert_same_hypotheses, encoder_batch, model_for
+from helpers import HEADS, MATRIX, assert_same_hypotheses, encoder_batch, model_for
 
 from transdec.decoding import DecodingConfig, decode, greedy_label_looping, greedy_reference
 from transdec.decoding.greedy.label_looping import LabelLoopingSearch
-from transdec.decoding.cuda import label_looping_graphs
-from transdec.decoding.cuda.label_looping_graphs import CudaGraphFallbackWarning, run_step_pieces, step_pieces
+from transdec.decoding.cuda.graph_cache import FAILED_MODES, CudaGraphFallbackWarning
+from transdec.decoding.greedy.label_looping_graphs import run_step_pieces, step_pieces
 from transdec.model.synthetic import random_decoder, random_encoder_output
 
 batches = st.lists(st.integers(min_value=0, max_value=24), min_size=1, max_size=16)
@@ -90,10 +90,10 @@ def test_graph_modes_are_ignored_on_the_cpu():
 
 FUSED_CHECK = textwrap.dedent("""
     import itertools
-    from test_greedy_exactness import HEADS, assert_same_hypotheses, encoder_batch, model_for
+    from helpers import HEADS, assert_same_hypotheses, encoder_batch, model_for
     from transdec.decoding import greedy_reference
     from transdec.decoding.greedy.label_looping import LabelLoopingSearch
-    from transdec.decoding.cuda.label_looping_graphs import run_step_pieces, step_pieces
+    from transdec.decoding.greedy.label_looping_graphs import run_step_pieces, step_pieces
 
     cases = 0
     for kind, predictor, window in itertools.product(HEADS, ["lstm", "stateless"], [1, 4]):
@@ -127,7 +127,7 @@ cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA de
 @pytest.fixture(autouse=True)
 def forget_failed_modes():
     """Each test finds out for itself whether a mode works (decoding remembers failures per process)."""
-    label_looping_graphs._FAILED_MODES.clear()
+    FAILED_MODES.clear()
     yield
 GPU_CASES = [(kind, predictor, window) for kind in HEADS for predictor in ("lstm", "stateless") for window in (1, 4)]
 

@@ -16,8 +16,7 @@ pytest.importorskip("triton")
 CHECK = textwrap.dedent("""
     import os
     import torch
-    from test_losses import HEADS, NUM_TOKENS
-    from test_pruned_loss import random_problem, sigma_of
+    from helpers import LOSS_HEADS, random_loss_problem, sigma_of
     from transdec.losses import lattice_kernels, transducer_loss
     from transdec.losses.pruned import pruned_transducer_loss
 
@@ -28,7 +27,7 @@ CHECK = textwrap.dedent("""
     def losses_and_grads(head, dtype, pruned, seed):
         # Padding of every kind: the longest utterance, shorter ones, one frame, no tokens.
         frames, targets = (9, 7, 1, 4, 2), (5, 4, 0, 0, 2)
-        joint, simple, encoder_out, predictor_out, labels, frame_counts, target_counts = random_problem(
+        joint, simple, encoder_out, predictor_out, labels, frame_counts, target_counts = random_loss_problem(
             head, frames, targets, seed)
         joint, simple = joint.to(dtype), simple.to(dtype)
         encoder_out = encoder_out.to(dtype).requires_grad_()
@@ -44,7 +43,7 @@ CHECK = textwrap.dedent("""
         grads = torch.autograd.grad(loss.sum(), (encoder_out, predictor_out))
         return [loss.detach(), *grads]
 
-    for head in HEADS:
+    for head in LOSS_HEADS:
         for dtype, tolerance in ((torch.float64, 1e-11), (torch.float32, 2e-4)):
             for pruned in (False, True):
                 for seed in range(2):

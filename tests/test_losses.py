@@ -6,92 +6,14 @@ import math
 import pytest
 import torch
 
+from helpers import LOSS_HEADS, LOSS_NUM_TOKENS, brute_force_loss
 from transdec.losses import multiblank_rnnt_loss, rnnt_loss, tdt_loss, transducer_loss
 from transdec.protocol import HeadSpec
 
-NUM_TOKENS = 3
-
-
-def enumerate_paths(num_frames, num_targets, moves, allowed=lambda t, u: True):
-    """Every path from (0, 0) ending exactly at (T, U) with a blank; yields lists of (t, u, move).
-
-    ``moves(t, u)`` lists ``(kind, duration, key)`` with kind "label" or "blank". A label needs
-    ``u < U`` and must land inside the utterance; a blank may land inside or exactly on T, and lands on T
-    only once every target is emitted. Paths through a point (t < T) that ``allowed`` rejects are left out.
-    """
-
-    def walk(t, u, path):
-        if t == num_frames and u == num_targets:
-            yield path
-            return
-        if t < num_frames and not allowed(t, u):
-            return
-        for kind, duration, key in moves(t, u):
-            if kind == "label" and u < num_targets and t + duration < num_frames:
-                yield from walk(t + duration, u + 1, path + [(t, u, key)])
-            elif kind == "blank" and (t + duration < num_frames or (t + duration == num_frames and u == num_targets)):
-                yield from walk(t + duration, u, path + [(t, u, key)])
-
-    yield from walk(0, 0, [])
-
-
-def log_sum_exp(values):
-    values = list(values)
-    top = max(values)
-    return top + math.log(math.fsum(math.exp(v - top) for v in values))
-
-
-def brute_force(head: HeadSpec, logits, targets, sigma=0.0, allowed=lambda t, u: True):
-    """Negative log of the summed probability of all paths (through points ``allowed`` accepts), for one
-    utterance ``logits [T, U + 1, C]``."""
-    num_frames, positions, _ = logits.shape
-    if head.kind == "tdt":
-        labels = logits[..., : head.num_labels].log_softmax(-1) - sigma
-        durations = logits[..., head.num_labels :].log_softmax(-1)
-
-        def moves(t, u):
-            for i, d in enumerate(head.durations):
-                yield "label", d, ("label", i)
-                if d > 0:
-                    yield "blank", d, ("blank", i)
-
-        def weight(t, u, key):
-            kind, i = key
-            label = targets[u] if kind == "label" else head.blank_id
-            return float(labels[t, u, label] + durations[t, u, i])
-
-    else:
-        log_probs = logits.log_softmax(-1) - sigma
-        blank_outputs = [(1, head.blank_id)] + [
-            (d, head.big_blank_id(i)) for i, d in enumerate(head.big_blank_durations)
-        ]
-
-        def moves(t, u):
-            yield "label", 0, None
-            for duration, output in blank_outputs:
-                yield "blank", duration, output
-
-        def weight(t, u, key):
-            return float(log_probs[t, u, targets[u] if key is None else key])
-
-    paths = list(enumerate_paths(num_frames, positions - 1, moves, allowed))
-    if not paths:
-        return math.inf
-    return -log_sum_exp(math.fsum(weight(t, u, key) for t, u, key in path) for path in paths)
-
-
-HEADS = [
-    HeadSpec("rnnt", NUM_TOKENS),
-    HeadSpec("multiblank", NUM_TOKENS, big_blank_durations=(2, 3)),
-    HeadSpec("multiblank", NUM_TOKENS, big_blank_durations=(2, 4, 8)),
-    HeadSpec("tdt", NUM_TOKENS, durations=(0, 1, 2)),
-    HeadSpec("tdt", NUM_TOKENS, durations=(0, 1, 2, 3, 4)),
-    HeadSpec("tdt", NUM_TOKENS, durations=(1, 2)),
-]
 SIZES = [(t, u) for t, u in itertools.product(range(1, 6), range(0, 4))]
 
 
-@pytest.mark.parametrize("head", HEADS, ids=lambda h: f"{h.kind}{h.durations or h.big_blank_durations or ''}")
+@pytest.mark.parametrize("head", LOSS_HEADS, ids=lambda h: f"{h.kind}{h.durations or h.big_blank_durations or ''}")
 @pytest.mark.parametrize("sigma", [0.0, 0.05])
 def test_loss_equals_brute_force(head, sigma):
     if head.kind == "rnnt" and sigma:
@@ -99,11 +21,11 @@ def test_loss_equals_brute_force(head, sigma):
     generator = torch.Generator().manual_seed(0)
     for num_frames, num_targets in SIZES:
         logits = torch.randn(1, num_frames, num_targets + 1, head.num_outputs, generator=generator, dtype=torch.float64)
-        targets = torch.randint(0, NUM_TOKENS, (1, num_targets), generator=generator)
+        targets = torch.randint(0, LOSS_NUM_TOKENS, (1, num_targets), generator=generator)
         loss = transducer_loss(
             head, logits, targets, torch.tensor([num_frames]), torch.tensor([num_targets]), sigma=sigma
         )
-        expected = brute_force(head, logits[0], targets[0].tolist(), sigma)
+        expected = brute_force_loss(head, logits[0], targets[0].tolist(), sigma)
         if math.isinf(expected):  # TDT without duration 0: more tokens than frames can hold
             assert loss.item() > 1e29, f"T={num_frames} U={num_targets}"
             continue
@@ -125,12 +47,12 @@ def test_rnnt_without_targets_is_all_blanks():
 
 
 LOSSES = {
-    "rnnt": (lambda lg, y, lt, ly, **kw: rnnt_loss(lg, y, lt, ly, **kw), NUM_TOKENS + 1),
+    "rnnt": (lambda lg, y, lt, ly, **kw: rnnt_loss(lg, y, lt, ly, **kw), LOSS_NUM_TOKENS + 1),
     "multiblank": (
         lambda lg, y, lt, ly, **kw: multiblank_rnnt_loss(lg, y, lt, ly, (2, 4), sigma=0.05, **kw),
-        NUM_TOKENS + 3,
+        LOSS_NUM_TOKENS + 3,
     ),
-    "tdt": (lambda lg, y, lt, ly, **kw: tdt_loss(lg, y, lt, ly, (0, 1, 2, 3), sigma=0.05, **kw), NUM_TOKENS + 5),
+    "tdt": (lambda lg, y, lt, ly, **kw: tdt_loss(lg, y, lt, ly, (0, 1, 2, 3), sigma=0.05, **kw), LOSS_NUM_TOKENS + 5),
 }
 
 
@@ -141,7 +63,7 @@ def padded_batch(width, frames=(5, 2, 7, 1), targets=(3, 0, 2, 1), seed=0, dtype
     logits = logits.clamp(-60, 60)
     for b, (t, u) in enumerate(zip(frames, targets)):
         logits[b, :t, : u + 1] = torch.randn(t, u + 1, width, generator=generator, dtype=dtype)
-    labels = torch.randint(0, NUM_TOKENS, (len(frames), max(targets)), generator=generator)
+    labels = torch.randint(0, LOSS_NUM_TOKENS, (len(frames), max(targets)), generator=generator)
     return logits, labels, torch.tensor(frames), torch.tensor(targets)
 
 
@@ -182,7 +104,7 @@ def test_float32_and_bfloat16_follow_float64(kind):
 
 
 def test_reductions():
-    logits, labels, frames, targets = padded_batch(NUM_TOKENS + 1)
+    logits, labels, frames, targets = padded_batch(LOSS_NUM_TOKENS + 1)
     per_utterance = rnnt_loss(logits, labels, frames, targets, reduction="none")
     assert rnnt_loss(logits, labels, frames, targets, reduction="sum").item() == pytest.approx(per_utterance.sum().item())
     assert rnnt_loss(logits, labels, frames, targets).item() == pytest.approx(per_utterance.mean().item())
@@ -201,14 +123,14 @@ def test_reductions():
     ],
 )
 def test_bad_inputs_are_named(change, message):
-    batch = padded_batch(NUM_TOKENS + 1)
+    batch = padded_batch(LOSS_NUM_TOKENS + 1)
     with pytest.raises(ValueError, match=message):
         rnnt_loss(*change(*batch))
 
 
 def test_head_width_mismatch_is_named():
-    logits, labels, frames, targets = padded_batch(NUM_TOKENS + 1)
+    logits, labels, frames, targets = padded_batch(LOSS_NUM_TOKENS + 1)
     with pytest.raises(ValueError, match="logits have 4 outputs, the head needs 7"):
-        transducer_loss(HeadSpec("tdt", NUM_TOKENS, durations=(0, 1, 2)), logits, labels, frames, targets)
+        transducer_loss(HeadSpec("tdt", LOSS_NUM_TOKENS, durations=(0, 1, 2)), logits, labels, frames, targets)
     with pytest.raises(ValueError, match="sigma"):
-        transducer_loss(HeadSpec("rnnt", NUM_TOKENS), logits, labels, frames, targets, sigma=0.05)
+        transducer_loss(HeadSpec("rnnt", LOSS_NUM_TOKENS), logits, labels, frames, targets, sigma=0.05)

@@ -14,34 +14,18 @@ import soundfile
 import torch
 
 import transdec
+from helpers import TEXTS, TRAINING_HEADS, tiny_config, write_corpus
 from transdec.decoding import DecodingConfig, decode
 from transdec.model.checkpoint import BUNDLED_MODELS, read_checkpoint, save_model
-from transdec.model.conformer import ConformerConfig
 from transdec.model.joint import SimpleJoint
 from transdec.protocol import DecodingModel, HeadSpec
 from transdec.model.tokenizer import Tokenizer
-from transdec.model.transducer_model import ModelConfig, PredictorConfig, TransducerModel
+from transdec.model.transducer_model import TransducerModel
 from transdec.training.data import (bucketed_batches, collate, long_form_rows, padding_multiples,
                                    read_training_manifest, row_seconds)
 from transdec.training.specaugment import SpecAugmentConfig, spec_augment
 from transdec.training.trainer import (TrainConfig, Trainer, average_checkpoints, learning_rate,
                                       pruned_loss_weights, training_loss)
-
-TEXTS = ["hello world", "good morning to you", "the cat sat on the mat", "a quick brown fox", "see you soon",
-         "world of sound", "morning has broken", "the dog ran home"]
-HEADS = [HeadSpec("rnnt", 24), HeadSpec("tdt", 24, durations=(0, 1, 2)),
-         HeadSpec("multiblank", 24, big_blank_durations=(2, 4))]
-
-
-def tiny_config(head: HeadSpec, predictor: str = "lstm") -> ModelConfig:
-    return ModelConfig(
-        head=head,
-        encoder=ConformerConfig(model_dim=16, num_layers=1, num_heads=2, conv_kernel=3, subsampling_channels=4,
-                                dropout=0.0),
-        predictor=PredictorConfig(kind=predictor, hidden_size=16),
-        joint_dim=16,
-        sigma=0.0 if head.kind == "rnnt" else 0.05,
-    )
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +33,7 @@ def tokenizer() -> Tokenizer:
     return Tokenizer.train(TEXTS * 3, 24)
 
 
-@pytest.mark.parametrize("head", HEADS, ids=lambda h: h.kind)
+@pytest.mark.parametrize("head", TRAINING_HEADS, ids=lambda h: h.kind)
 def test_model_is_a_decoding_model_and_decodes_audio(head: HeadSpec, tokenizer: Tokenizer) -> None:
     torch.manual_seed(0)
     model = TransducerModel(tiny_config(head, "stateless" if head.kind == "multiblank" else "lstm"), tokenizer)
@@ -75,7 +59,7 @@ def test_model_rejects_mismatched_tokenizer_and_sigma(tokenizer: Tokenizer) -> N
 @pytest.mark.parametrize("half", [False, True])
 def test_checkpoint_round_trip(tmp_path: Path, tokenizer: Tokenizer, half: bool) -> None:
     torch.manual_seed(3)
-    model = TransducerModel(tiny_config(HEADS[1]), tokenizer).eval()
+    model = TransducerModel(tiny_config(TRAINING_HEADS[1]), tokenizer).eval()
     path = tmp_path / "model.pt"
     save_model(model, path, half=half, metadata={"note": "test"})
     loaded = transdec.load_model(path)
@@ -142,7 +126,7 @@ def test_padding_a_batch_changes_neither_loss_nor_gradients(tmp_path: Path, prun
     tokenizer = Tokenizer.train(TEXTS * 3, 24)
     token_ids = [tokenizer.encode(e.text) for e in entries]
     torch.manual_seed(0)
-    model = TransducerModel(tiny_config(HEADS[0]), tokenizer)  # training_loss computes in float32
+    model = TransducerModel(tiny_config(TRAINING_HEADS[0]), tokenizer)  # training_loss computes in float32
     simple_joint = SimpleJoint(16, 16, 24) if prune_range else None
     config = TrainConfig("", "", "", prune_range=prune_range, specaugment=SpecAugmentConfig(freq_masks=0, time_masks=0))
     results = []
@@ -214,23 +198,6 @@ def test_learning_rate_schedule() -> None:
     assert learning_rate(5000, budget, 900.0) == pytest.approx(1e-4)
 
 
-def write_corpus(folder: Path, count: int) -> Path:
-    """A manifest of short noise-and-tone recordings with fixed transcripts."""
-    rng = np.random.default_rng(0)
-    (folder / "audio").mkdir(parents=True)
-    lines = []
-    for i in range(count):
-        seconds = rng.uniform(0.4, 1.2)
-        t = np.arange(int(seconds * 16000)) / 16000
-        audio = 0.3 * np.sin(2 * np.pi * (200 + 40 * i) * t) + 0.01 * rng.standard_normal(len(t))
-        soundfile.write(folder / "audio" / f"{i}.flac", audio.astype(np.float32), 16000)
-        lines.append(json.dumps({"audio_filepath": f"audio/{i}.flac", "duration": seconds,
-                                 "text": TEXTS[i % len(TEXTS)]}))
-    manifest = folder / "manifest.jsonl"
-    manifest.write_text("\n".join(lines) + "\n")
-    return manifest
-
-
 def test_manifest_errors_name_file_and_line(tmp_path: Path) -> None:
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"audio_filepath": "a.wav", "duration": 1.0, "text": "hi"}\n{"duration": 2}\n')
@@ -238,7 +205,7 @@ def test_manifest_errors_name_file_and_line(tmp_path: Path) -> None:
         read_training_manifest(bad)
 
 
-@pytest.mark.parametrize("head", HEADS, ids=lambda h: h.kind)
+@pytest.mark.parametrize("head", TRAINING_HEADS, ids=lambda h: h.kind)
 def test_training_runs_resumes_and_averages(tmp_path: Path, head: HeadSpec) -> None:
     manifest = write_corpus(tmp_path / "data", 12)
     exp = tmp_path / "exp"
@@ -277,7 +244,7 @@ def test_a_run_with_a_time_budget_stops_when_it_is_spent(tmp_path: Path) -> None
     manifest = write_corpus(tmp_path / "data", 6)
     config = TrainConfig(str(manifest), str(manifest), str(tmp_path / "exp"), max_steps=50, warmup_steps=1,
                          batch_seconds=3.0, eval_every=100, save_every=100, threads=1, budget_minutes=1e-6)
-    trainer = Trainer(config, tiny_config(HEADS[0]))
+    trainer = Trainer(config, tiny_config(TRAINING_HEADS[0]))
     trainer.train()
     assert trainer.step == 1 and trainer.train_seconds >= 60 * config.budget_minutes
 
@@ -289,9 +256,9 @@ def test_training_state_replays_the_same_batches(tmp_path: Path, long_form_share
     straight = TrainConfig(str(manifest), str(manifest), str(tmp_path / "a"), max_steps=4, warmup_steps=1,
                            batch_seconds=3.0, eval_every=100, save_every=100, threads=1, seed=5,
                            long_form_share=long_form_share, long_form_seconds=2.5, pad_to_seconds=pad_to_seconds)
-    Trainer(straight, tiny_config(HEADS[0])).train()
+    Trainer(straight, tiny_config(TRAINING_HEADS[0])).train()
     stopped = TrainConfig(**{**straight.__dict__, "exp_dir": str(tmp_path / "b"), "max_steps": 2})
-    Trainer(stopped, tiny_config(HEADS[0])).train()
+    Trainer(stopped, tiny_config(TRAINING_HEADS[0])).train()
     stopped.max_steps = 4
     Trainer(stopped, None).train()
     a = torch.load(tmp_path / "a/checkpoints/step-000004.pt", weights_only=True)
@@ -307,7 +274,7 @@ def test_reload_manifest_takes_new_utterances_at_the_next_epoch(tmp_path: Path) 
     manifest.write_text("\n".join(lines[:4]) + "\n")
     config = TrainConfig(str(manifest), str(manifest), str(tmp_path / "exp"), max_steps=1, warmup_steps=1,
                          batch_seconds=100.0, eval_every=100, save_every=100, threads=1, reload_manifest=True)
-    trainer = Trainer(config, tiny_config(HEADS[0]))
+    trainer = Trainer(config, tiny_config(TRAINING_HEADS[0]))
     positions = trainer.batch_positions()
     first_epoch = next(positions)
     manifest.write_text("\n".join(lines) + "\n")  # the corpus grew while epoch 0 trained
@@ -320,7 +287,7 @@ def test_reload_manifest_takes_new_utterances_at_the_next_epoch(tmp_path: Path) 
 
 def test_a_tdt_run_starts_from_an_rnnt_model(tmp_path: Path) -> None:
     manifest = write_corpus(tmp_path / "data", 8)
-    rnnt_head, tdt_head = HEADS[0], next(h for h in HEADS if h.kind == "tdt")
+    rnnt_head, tdt_head = TRAINING_HEADS[0], next(h for h in TRAINING_HEADS if h.kind == "tdt")
     rnnt = TransducerModel(tiny_config(rnnt_head), Tokenizer.train(TEXTS * 3, rnnt_head.num_tokens))
     save_model(rnnt, tmp_path / "rnnt.pt")
     config = TrainConfig(str(manifest), str(manifest), str(tmp_path / "tdt"), max_steps=1, warmup_steps=1,
@@ -359,7 +326,7 @@ def test_a_run_with_another_vocabulary_takes_only_the_encoder(tmp_path: Path) ->
             torch.testing.assert_close(started[name], tensor, rtol=0, atol=0, msg=name)
 
 
-@pytest.mark.parametrize("head", HEADS, ids=lambda h: h.kind)
+@pytest.mark.parametrize("head", TRAINING_HEADS, ids=lambda h: h.kind)
 def test_a_pruned_loss_run_trains_and_resumes_only_as_such(tmp_path: Path, head: HeadSpec) -> None:
     manifest = write_corpus(tmp_path / "data", 8)
     config = TrainConfig(str(manifest), str(manifest), str(tmp_path / "exp"), max_steps=2, warmup_steps=1,
@@ -394,7 +361,7 @@ def test_a_pruned_loss_run_places_its_first_bands_with_the_ctc_head(tmp_path: Pa
     manifest = write_corpus(tmp_path / "data", 4)
     config = TrainConfig(str(manifest), str(manifest), str(tmp_path / "exp"), max_steps=1, threads=1,
                          prune_range=2)
-    trainer = Trainer(config, tiny_config(HEADS[0]))
+    trainer = Trainer(config, tiny_config(TRAINING_HEADS[0]))
     torch.testing.assert_close(trainer.simple_joint.encoder_output.weight, trainer.model.ctc.weight)
     torch.testing.assert_close(trainer.simple_joint.encoder_output.bias, trainer.model.ctc.bias)
     assert not trainer.simple_joint.predictor_output.weight.any()
@@ -411,7 +378,7 @@ def test_load_model_names_a_directory_as_such(tmp_path: Path) -> None:
 
 def test_encode_takes_any_floating_dtype_and_refuses_integers(tokenizer: Tokenizer) -> None:
     torch.manual_seed(0)
-    model = TransducerModel(tiny_config(HEADS[0]), tokenizer).eval()
+    model = TransducerModel(tiny_config(TRAINING_HEADS[0]), tokenizer).eval()
     audio = torch.randn(2, 16000) * 0.1
     expected, lengths = model.encode(audio)
     for dtype in (torch.float64, torch.float16, torch.bfloat16):
@@ -419,14 +386,14 @@ def test_encode_takes_any_floating_dtype_and_refuses_integers(tokenizer: Tokeniz
         assert encoded.dtype == torch.float32 and torch.equal(same_lengths, lengths)
         if dtype == torch.float64:
             torch.testing.assert_close(encoded, expected, rtol=1e-4, atol=1e-4)
-    double = TransducerModel(tiny_config(HEADS[0]), tokenizer).double().eval()
+    double = TransducerModel(tiny_config(TRAINING_HEADS[0]), tokenizer).double().eval()
     assert double.encode(audio)[0].dtype == torch.float64
     with pytest.raises(ValueError, match=r"waveforms must be floating point .* got torch.int16; scale integer PCM"):
         model.encode((audio * 32768).to(torch.int16))
 
 
 def test_encode_of_audio_shorter_than_one_frame_is_empty(tokenizer: Tokenizer) -> None:
-    model = TransducerModel(tiny_config(HEADS[0]), tokenizer).eval()
+    model = TransducerModel(tiny_config(TRAINING_HEADS[0]), tokenizer).eval()
     for samples in (0, 399):
         encoded, lengths = model.encode(torch.zeros(2, samples))
         assert encoded.shape == (2, 0, model.encoder.output_dim) and lengths.tolist() == [0, 0]

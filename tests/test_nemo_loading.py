@@ -8,51 +8,22 @@ import io
 import json
 import tarfile
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import pytest
 import soundfile as sf
 import torch
-import yaml
 
 import transdec
 from float32 import assert_float32_close
+from helpers import NEMO_FIXTURES, repack
 from transdec.adapters.nemo_features import slaney_mel_filterbank
 from transdec.cli import main
-
-FIXTURES = Path(__file__).parent / "fixtures" / "nemo"
-
-
-def repack(source: str, target: Path, edit_config: Callable[[dict], None] | None = None,
-           edit_weights: Callable[[dict], None] | None = None, config_text: str | None = None) -> Path:
-    """A copy of fixture ``source`` with its config and/or weights changed."""
-    with tarfile.open(FIXTURES / f"{source}.nemo") as archive:
-        files = {m.name: archive.extractfile(m).read() for m in archive.getmembers() if m.isfile()}
-    config_name = next(n for n in files if n.endswith("model_config.yaml"))
-    weights_name = next(n for n in files if n.endswith("model_weights.ckpt"))
-    if edit_config or config_text:
-        config = yaml.safe_load(files[config_name])
-        if edit_config:
-            edit_config(config)
-        files[config_name] = (config_text or yaml.safe_dump(config)).encode()
-    if edit_weights:
-        state = torch.load(io.BytesIO(files[weights_name]), weights_only=True)
-        edit_weights(state)
-        buffer = io.BytesIO()
-        torch.save(state, buffer)
-        files[weights_name] = buffer.getvalue()
-    with tarfile.open(target, "w") as archive:
-        for name, data in files.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            archive.addfile(info, io.BytesIO(data))
-    return target
 
 
 @pytest.fixture(scope="module")
 def clip() -> torch.Tensor:
-    return torch.load(FIXTURES / "clips.pt", weights_only=True)["samples"][0].float() / 32768.0
+    return torch.load(NEMO_FIXTURES / "clips.pt", weights_only=True)["samples"][0].float() / 32768.0
 
 
 def encode(model, audio: torch.Tensor) -> torch.Tensor:
@@ -70,7 +41,7 @@ def test_interpolations_resolve_from_the_model_section_and_from_a_training_root(
         config["train_ds"] = {"manifest_filepath": "${oc.env:SOME_UNSET_VARIABLE_FOR_TRANSDEC}"}
 
     path = repack("fc_tdt", tmp_path / "interpolated.nemo", interpolate)
-    original = transdec.load_model(str(FIXTURES / "fc_tdt.nemo"))
+    original = transdec.load_model(str(NEMO_FIXTURES / "fc_tdt.nemo"))
     loaded = transdec.load_model(str(path))
     assert torch.equal(encode(loaded, clip), encode(original, clip))
 
@@ -78,8 +49,8 @@ def test_interpolations_resolve_from_the_model_section_and_from_a_training_root(
 def test_mel_filterbank_matches_the_one_nemo_stores(tmp_path: Path, clip) -> None:
     """The filterbank computed from the config equals librosa's, which NeMo keeps in its weights; a checkpoint
     without it gives the same features."""
-    state = torch.load(io.BytesIO(tarfile.open(FIXTURES / "fc_tdt.nemo").extractfile("./model_weights.ckpt").read()),
-                       weights_only=True)
+    checkpoint = tarfile.open(NEMO_FIXTURES / "fc_tdt.nemo").extractfile("./model_weights.ckpt").read()
+    state = torch.load(io.BytesIO(checkpoint), weights_only=True)
     stored = state["preprocessor.featurizer.fb"][0]
     computed = slaney_mel_filterbank(16000, 512, 128)
     torch.testing.assert_close(computed, stored, atol=1e-7, rtol=1e-5)
@@ -88,7 +59,7 @@ def test_mel_filterbank_matches_the_one_nemo_stores(tmp_path: Path, clip) -> Non
         del weights["preprocessor.featurizer.fb"], weights["preprocessor.featurizer.window"]
 
     path = repack("fc_tdt", tmp_path / "no_fb.nemo", edit_weights=drop_front_end)
-    original = transdec.load_model(str(FIXTURES / "fc_tdt.nemo"))
+    original = transdec.load_model(str(NEMO_FIXTURES / "fc_tdt.nemo"))
     torch.testing.assert_close(encode(transdec.load_model(str(path)), clip), encode(original, clip),
                                atol=1e-4, rtol=0)
 
@@ -96,8 +67,8 @@ def test_mel_filterbank_matches_the_one_nemo_stores(tmp_path: Path, clip) -> Non
 def test_transcribe_and_evaluate_commands_take_a_nemo_model(tmp_path: Path, clip, capsys) -> None:
     audio = tmp_path / "clip.wav"
     sf.write(audio, clip.numpy(), 16000, subtype="FLOAT")
-    expected = torch.load(FIXTURES / "fc_rnnt.outputs.pt", weights_only=True)
-    model_path = str(FIXTURES / "fc_rnnt.nemo")
+    expected = torch.load(NEMO_FIXTURES / "fc_rnnt.outputs.pt", weights_only=True)
+    model_path = str(NEMO_FIXTURES / "fc_rnnt.nemo")
     assert main(["transcribe", str(audio), "--model", model_path, "--format", "jsonl"]) == 0
     line = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert line["tokens"] == expected["tokens"][0]
@@ -123,7 +94,7 @@ def test_non_tar_files_are_refused(tmp_path: Path, content: bytes, message: str)
 
 
 def test_truncated_archive_is_refused(tmp_path: Path) -> None:
-    data = (FIXTURES / "fc_rnnt.nemo").read_bytes()
+    data = (NEMO_FIXTURES / "fc_rnnt.nemo").read_bytes()
     path = tmp_path / "truncated.nemo"
     path.write_bytes(data[: len(data) // 2])
     with pytest.raises(ValueError, match="truncated|corrupt|cannot be loaded|not a .nemo"):
@@ -213,8 +184,8 @@ def test_a_checkpoint_with_a_large_vocabulary_list_loads(tmp_path: Path, clip) -
 
     path = repack("fc_tdt", tmp_path / "labels.nemo", add_labels)
     model = transdec.load_model(str(path))
-    torch.testing.assert_close(encode(model, clip), encode(transdec.load_model(str(FIXTURES / "fc_tdt.nemo")), clip),
-                               rtol=0, atol=0)
+    torch.testing.assert_close(encode(model, clip),
+                               encode(transdec.load_model(str(NEMO_FIXTURES / "fc_tdt.nemo")), clip), rtol=0, atol=0)
 
 
 @pytest.mark.parametrize("text, message", [
@@ -232,7 +203,8 @@ def test_yaml_alias_bombs_are_refused_quickly(tmp_path: Path, text: str, message
 @pytest.fixture(scope="module")
 def long_clip() -> torch.Tensor:
     """33 s: the four fixture clips four times over."""
-    return torch.cat([s.float() / 32768.0 for s in torch.load(FIXTURES / "clips.pt", weights_only=True)["samples"]] * 4)
+    samples = torch.load(NEMO_FIXTURES / "clips.pt", weights_only=True)["samples"]
+    return torch.cat([s.float() / 32768.0 for s in samples] * 4)
 
 
 @pytest.mark.parametrize("name, normalize", [("fc_local_attn", "per_feature"), ("fc_local_attn_asym", "all_features"),
@@ -258,7 +230,7 @@ def test_long_recordings_in_windows_equal_whole_with_a_bounded_receptive_field(n
 def test_long_recordings_through_full_attention_are_windowed_with_a_warning(name: str, long_clip) -> None:
     from transdec.long_audio import ChunkingConfig, WindowedEncodingWarning, encode_long
 
-    model = transdec.load_model(str(FIXTURES / f"{name}.nemo"))
+    model = transdec.load_model(str(NEMO_FIXTURES / f"{name}.nemo"))
     assert model.encoder.receptive_field is None
     whole, frames = model.encode(long_clip[None], torch.tensor([len(long_clip)]))
     with pytest.warns(WindowedEncodingWarning, match="attends over its whole input"):
@@ -280,17 +252,18 @@ def test_importing_transdec_does_not_import_the_adapter_or_omegaconf() -> None:
 
 
 def test_float64_and_empty_audio(clip) -> None:
-    model = transdec.load_model(str(FIXTURES / "fc_rnnt.nemo"), dtype=torch.float64)
+    model = transdec.load_model(str(NEMO_FIXTURES / "fc_rnnt.nemo"), dtype=torch.float64)
     encoded, lengths = model.encode(clip[None].double(), torch.tensor([len(clip)]))
     assert encoded.dtype == torch.float64
     empty, lengths = model.encode(torch.zeros(1, 0), torch.tensor([0]))
     assert lengths.tolist() == [0]
-    assert transdec.load_model(str(FIXTURES / "fc_rnnt.nemo")).transcribe([np.zeros(0, dtype=np.float32)])[0].text == ""
+    float32_model = transdec.load_model(str(NEMO_FIXTURES / "fc_rnnt.nemo"))
+    assert float32_model.transcribe([np.zeros(0, dtype=np.float32)])[0].text == ""
 
 
 def test_local_attention_switch(clip) -> None:
     """``use_local_attention`` with a window covering the recording gives the full-attention frames."""
-    model = transdec.load_model(str(FIXTURES / "fc_rnnt.nemo"))
+    model = transdec.load_model(str(NEMO_FIXTURES / "fc_rnnt.nemo"))
     full = encode(model, clip)
     model.use_local_attention(64, 64)
     torch.testing.assert_close(encode(model, clip), full, atol=1e-5, rtol=0)

@@ -8,25 +8,25 @@ import pytest
 import torch
 
 from arpa_fixtures import random_arpa, word
+from helpers import HEADS, LM_FIXTURES, LM_VOCAB, encoder_batch, fixed_shape_cases, model_for, same, with_backoffs
 from transdec.lm import ArpaError, NGramLM, read_arpa
 
-VOCAB = 12
 EXAMPLE = str(Path(__file__).resolve().parents[1] / "examples" / "espeak_logic.flac")
 
 
 @pytest.fixture(params=[2, 3, 4, 6])
 def arpa_file(request, tmp_path):
     path = tmp_path / f"lm{request.param}.arpa"
-    path.write_text(random_arpa(VOCAB, request.param, seed=request.param))
+    path.write_text(random_arpa(LM_VOCAB, request.param, seed=request.param))
     return path
 
 
 def test_sentence_scores_equal_kenlm(arpa_file):
     kenlm = pytest.importorskip("kenlm")
     reference = kenlm.Model(str(arpa_file))
-    lm = NGramLM.load(arpa_file, VOCAB, dtype=torch.float64)
+    lm = NGramLM.load(arpa_file, LM_VOCAB, dtype=torch.float64)
     rng = random.Random(0)
-    sentences = [[rng.randrange(VOCAB) for _ in range(rng.randrange(0, 12))] for _ in range(60)]
+    sentences = [[rng.randrange(LM_VOCAB) for _ in range(rng.randrange(0, 12))] for _ in range(60)]
     state = lm.initial_state(len(sentences), torch.device("cpu"))
     totals = torch.zeros(len(sentences), dtype=torch.float64)
     for position in range(max(len(s) for s in sentences)):
@@ -37,39 +37,36 @@ def test_sentence_scores_equal_kenlm(arpa_file):
         state = lm.select_state(active, lm.advance(state, tokens), state)
     totals += lm.end_logprobs(state)
     for sentence, total in zip(sentences, totals.tolist()):
-        text = " ".join(word(t) for t in sentence)  # tokens VOCAB-2 and VOCAB-1 are unseen: kenlm scores <unk>
+        text = " ".join(word(t) for t in sentence)  # tokens LM_VOCAB-2 and LM_VOCAB-1 are unseen: kenlm scores <unk>
         assert total / math.log(10) == pytest.approx(reference.score(text, bos=True, eos=True), abs=1e-4)
 
 
 def test_every_token_distribution_from_every_state_matches_kenlm(arpa_file):
     kenlm = pytest.importorskip("kenlm")
     reference = kenlm.Model(str(arpa_file))
-    lm = NGramLM.load(arpa_file, VOCAB, dtype=torch.float64)
+    lm = NGramLM.load(arpa_file, LM_VOCAB, dtype=torch.float64)
     rng = random.Random(1)
     for _ in range(20):
-        history = [rng.randrange(VOCAB) for _ in range(rng.randrange(0, 6))]
+        history = [rng.randrange(LM_VOCAB) for _ in range(rng.randrange(0, 6))]
         state = lm.initial_state(1, torch.device("cpu"))
         for token in history:
             state = lm.advance(state, torch.tensor([token]))
         ours = lm.token_logprobs(state)[0] / math.log(10)
         prefix = " ".join(word(t) for t in history)
         base = reference.score(prefix, bos=True, eos=False)
-        for token in range(VOCAB):
+        for token in range(LM_VOCAB):
             expected = reference.score(f"{prefix} {word(token)}".strip(), bos=True, eos=False) - base
             assert float(ours[token]) == pytest.approx(expected, abs=1e-4)
 
 
 def test_compiled_form_is_identical(arpa_file, tmp_path):
-    lm = NGramLM.load(arpa_file, VOCAB)
+    lm = NGramLM.load(arpa_file, LM_VOCAB)
     lm.save(tmp_path / "lm.pt")
-    again = NGramLM.load(tmp_path / "lm.pt", VOCAB)
+    again = NGramLM.load(tmp_path / "lm.pt", LM_VOCAB)
     states = torch.arange(lm.backoff.shape[0])
     assert torch.equal(lm.all_logprobs(states), again.all_logprobs(states))
-    with pytest.raises(ArpaError, match=f"for {VOCAB} tokens, the model has 7"):
+    with pytest.raises(ArpaError, match=f"for {LM_VOCAB} tokens, the model has 7"):
         NGramLM.load(tmp_path / "lm.pt", 7)
-
-
-FIXTURES = Path(__file__).resolve().parent / "fixtures" / "lm"
 
 
 def lm_scores(lm: NGramLM, histories: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -120,7 +117,7 @@ def as_bigram_model(text: str) -> str:
 def test_order_1_lm_scores_equal_kenlm(tmp_path):
     # lmplz writes order-1 ARPAs (here over tiny-en-rnnt's 256 tokens); every state is the empty context.
     kenlm = pytest.importorskip("kenlm")
-    path = FIXTURES / "lmplz_order1.arpa"
+    path = LM_FIXTURES / "lmplz_order1.arpa"
     lm = NGramLM.load(path, 256, dtype=torch.float64)
     assert lm.order == 1 and lm.bos_state == 0
     reference = tmp_path / "order2.arpa"
@@ -138,25 +135,12 @@ def test_order_1_lm_scores_equal_kenlm(tmp_path):
 
 
 def test_order_1_compiled_form_is_identical(tmp_path):
-    lm = NGramLM.load(FIXTURES / "lmplz_order1.arpa", 256)
+    lm = NGramLM.load(LM_FIXTURES / "lmplz_order1.arpa", 256)
     lm.save(tmp_path / "lm.pt")
     again = NGramLM.load(tmp_path / "lm.pt", 256)
     assert lm.bos_state == again.bos_state == 0
     assert torch.equal(lm.token_logprobs(torch.zeros(1, dtype=torch.long)),
                        again.token_logprobs(torch.zeros(1, dtype=torch.long)))
-
-
-def with_backoffs(text: str, value: str, every: int = 3) -> str:
-    """``text`` with every ``every``-th backoff of the orders below the highest replaced by ``value``."""
-    lines, seen = [], 0
-    for line in text.split("\n"):
-        fields = line.split("\t")
-        if len(fields) == 3:
-            seen += 1
-            if seen % every == 0:
-                line = "\t".join([fields[0], fields[1], value])
-        lines.append(line)
-    return "\n".join(lines)
 
 
 @pytest.mark.parametrize("order", [2, 3, 4])
@@ -166,44 +150,23 @@ def test_minus_infinity_backoffs_score_as_kenlm_in_the_limit(order, tmp_path):
     # that does not back off through such a context is kenlm's, every one that does is -inf (kenlm's, -50 or lower,
     # in the limit).
     kenlm = pytest.importorskip("kenlm")
-    text = random_arpa(VOCAB, order, seed=10 + order)
+    text = random_arpa(LM_VOCAB, order, seed=10 + order)
     infinite, finite = tmp_path / "inf.arpa", tmp_path / "finite.arpa"
     infinite.write_text(with_backoffs(text, "-inf"))
     finite.write_text(with_backoffs(text, "-50"))
     assert any(b == -math.inf for section in read_arpa(infinite).ngrams for _, b in section.values())
-    lm = NGramLM.load(infinite, VOCAB, dtype=torch.float64)
+    lm = NGramLM.load(infinite, LM_VOCAB, dtype=torch.float64)
     rng = random.Random(order)
-    histories = [[rng.randrange(VOCAB) for _ in range(rng.randrange(0, 6))] for _ in range(40)]
+    histories = [[rng.randrange(LM_VOCAB) for _ in range(rng.randrange(0, 6))] for _ in range(40)]
     sentences, tokens = lm_scores(lm, histories)
-    want_sentences, want_tokens = kenlm_scores(kenlm.Model(str(finite)), histories, VOCAB)
+    want_sentences, want_tokens = kenlm_scores(kenlm.Model(str(finite)), histories, LM_VOCAB)
     got, want = sentences.tolist() + tokens.flatten().tolist(), want_sentences + sum(want_tokens, [])
     assert all(g == -math.inf if w < -45 else g == pytest.approx(w, abs=1e-4) for g, w in zip(got, want))
     assert any(w < -45 for w in want) and any(w > -45 for w in want)
     again = tmp_path / "lm.pt"
     lm.save(again)
     states = torch.arange(lm.backoff.shape[0])
-    assert torch.equal(lm.all_logprobs(states), NGramLM.load(again, VOCAB, dtype=torch.float64).all_logprobs(states))
-
-
-def fixed_shape_cases(tmp_path) -> list[tuple[str, NGramLM]]:
-    """LMs of every shape the fixed-shape scorers must resolve: orders 1 to 5, unseen tokens, -inf backoffs,
-    states with no arcs, and a state with arcs for every word (the longest binary search)."""
-    cases = []
-    for order in (2, 3, 4, 5):
-        text = random_arpa(VOCAB, order, seed=20 + order, ngrams_per_order=60)
-        for name, body in (("plain", text), ("-inf", with_backoffs(text, "-inf"))):
-            path = tmp_path / f"{name}{order}.arpa"
-            path.write_text(body)
-            cases.append((path.name, NGramLM.load(path, VOCAB, dtype=torch.float64)))
-    cases.append(("order 1", NGramLM.load(FIXTURES / "lmplz_order1.arpa", 256, dtype=torch.float64)))
-    dense = ["\\data\\", f"ngram 1={VOCAB + 3}", f"ngram 2={VOCAB + 1}", "", "\\1-grams:", "-99\t<s>\t-0.5",
-             "-1.0\t</s>", "-2.0\t<unk>\t0"]
-    dense += [f"-{1 + t / 10}\t{word(t)}\t-0.{t + 1}" for t in range(VOCAB)]
-    dense += ["", "\\2-grams:", "-0.7\t<s> </s>", *(f"-0.{t + 2}\t<s> {word(t)}" for t in range(VOCAB)), "", "\\end\\"]
-    path = tmp_path / "dense.arpa"
-    path.write_text("\n".join(dense) + "\n")
-    cases.append(("every word after <s>", NGramLM.load(path, VOCAB, dtype=torch.float64)))
-    return cases
+    assert torch.equal(lm.all_logprobs(states), NGramLM.load(again, LM_VOCAB, dtype=torch.float64).all_logprobs(states))
 
 
 def test_searched_scores_equal_the_level_walk(tmp_path):
@@ -217,7 +180,7 @@ def test_searched_scores_equal_the_level_walk(tmp_path):
 
 LM_KERNEL_CHECK = """
 import sys, pathlib, torch
-from test_ngram_lm import fixed_shape_cases
+from helpers import fixed_shape_cases
 from transdec.lm import ngram_kernels
 assert ngram_kernels.kernel_available(torch.device("cpu"))
 folder = pathlib.Path(sys.argv[1])
@@ -252,7 +215,7 @@ def test_scoring_kernel_equals_the_level_walk(tmp_path):
 
 
 def test_positive_infinity_and_nan_are_still_errors(tmp_path):
-    text = random_arpa(VOCAB, 3, seed=3)
+    text = random_arpa(LM_VOCAB, 3, seed=3)
     for value in ("inf", "nan"):
         path = tmp_path / "bad.arpa"
         path.write_text(with_backoffs(text, value))
@@ -281,7 +244,7 @@ CORRUPTIONS = {
 @pytest.mark.parametrize("name", list(CORRUPTIONS))
 def test_malformed_files_name_the_line(name, tmp_path):
     corrupt, message = CORRUPTIONS[name]
-    lines = random_arpa(VOCAB, 3, seed=3).splitlines()
+    lines = random_arpa(LM_VOCAB, 3, seed=3).splitlines()
     path = tmp_path / "bad.arpa"
     path.write_text("\n".join(corrupt(lines)) + "\n")
     with pytest.raises(ArpaError, match=message) as error:
@@ -291,7 +254,7 @@ def test_malformed_files_name_the_line(name, tmp_path):
 
 def test_random_corruptions_raise_only_arpa_errors(tmp_path):
     rng = random.Random(5)
-    text = random_arpa(VOCAB, 3, seed=4)
+    text = random_arpa(LM_VOCAB, 3, seed=4)
     path = tmp_path / "fuzz.arpa"
     for _ in range(300):
         chars = list(text)
@@ -306,14 +269,12 @@ def test_random_corruptions_raise_only_arpa_errors(tmp_path):
                 chars.insert(position, rng.choice(["\n", "\t", "-inf", "nan", "\\2-grams:", "ngram 2=1\n"]))
         path.write_text("".join(chars))
         try:
-            NGramLM.load(path, VOCAB)
+            NGramLM.load(path, LM_VOCAB)
         except ArpaError:
             pass
 
 
 def test_fused_decoders_agree_with_their_references(tmp_path):
-    from test_beam_alsd import same
-    from test_greedy_exactness import HEADS, encoder_batch, model_for
     from transdec.decoding import Fusion, greedy_label_looping, greedy_reference
     from transdec.decoding.beam.alsd import beam_alsd
     from transdec.decoding.beam.alsd_pp import beam_alsd_pp

@@ -4,36 +4,20 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_losses import HEADS, NUM_TOKENS, brute_force
 
+from helpers import LOSS_HEADS, brute_force_loss, random_loss_problem, sigma_of
 from transdec.losses import rnnt_loss, transducer_loss
 from transdec.losses.pruned import (banded_transducer_loss, prune_ranges, pruned_transducer_loss,
                                     simple_transducer_loss)
-from transdec.model.joint import JointNetwork, SimpleJoint
 
-HEAD_IDS = [f"{h.kind}{h.durations or h.big_blank_durations or ''}" for h in HEADS]
-
-
-def random_problem(head, frames, targets, seed=0):
-    """A joint and a simple joint on random float64 encoder and predictor outputs, for a padded batch."""
-    torch.manual_seed(seed)
-    joint = JointNetwork(6, 5, 7, head).double()
-    simple = SimpleJoint(6, 5, NUM_TOKENS).double()
-    encoder_out = torch.randn(len(frames), max(frames), 6, dtype=torch.float64)
-    predictor_out = torch.randn(len(frames), max(targets) + 1, 5, dtype=torch.float64)
-    labels = torch.randint(0, NUM_TOKENS, (len(frames), max(targets)))
-    return joint, simple, encoder_out, predictor_out, labels, torch.tensor(frames), torch.tensor(targets)
+HEAD_IDS = [f"{h.kind}{h.durations or h.big_blank_durations or ''}" for h in LOSS_HEADS]
 
 
-def sigma_of(head):
-    return 0.0 if head.kind == "rnnt" else 0.05
-
-
-@pytest.mark.parametrize("head", HEADS, ids=HEAD_IDS)
+@pytest.mark.parametrize("head", LOSS_HEADS, ids=HEAD_IDS)
 @pytest.mark.parametrize("prune_range", [2, 3])
 def test_banded_loss_equals_brute_force_inside_the_bands(head, prune_range):
     frames, targets = (5, 4, 3, 2), (3, 2, 3, 1)
-    joint, simple, encoder_out, predictor_out, labels, frame_counts, target_counts = random_problem(
+    joint, simple, encoder_out, predictor_out, labels, frame_counts, target_counts = random_loss_problem(
         head, frames, targets)
     _, occupancy = simple_transducer_loss(*simple(encoder_out, predictor_out), labels, frame_counts, target_counts)
     starts = prune_ranges(occupancy, frame_counts, target_counts, prune_range)
@@ -42,7 +26,7 @@ def test_banded_loss_equals_brute_force_inside_the_bands(head, prune_range):
     full_logits = joint(encoder_out, predictor_out).detach()
     for b, (t, u) in enumerate(zip(frames, targets)):
         band = starts[b].tolist()
-        expected = brute_force(head, full_logits[b, :t, : u + 1], labels[b, :u].tolist(), sigma_of(head),
+        expected = brute_force_loss(head, full_logits[b, :t, : u + 1], labels[b, :u].tolist(), sigma_of(head),
                                allowed=lambda t_, u_: band[t_] <= u_ < band[t_] + prune_range)
         if expected == float("inf"):  # TDT without duration 0: too many tokens for the frames
             assert banded[b].item() > 1e29
@@ -50,9 +34,9 @@ def test_banded_loss_equals_brute_force_inside_the_bands(head, prune_range):
         assert banded[b].item() == pytest.approx(expected, abs=1e-9), f"utterance {b}, bands {band}"
 
 
-@pytest.mark.parametrize("head", HEADS, ids=HEAD_IDS)
+@pytest.mark.parametrize("head", LOSS_HEADS, ids=HEAD_IDS)
 def test_pruned_loss_bounds_the_full_loss_and_equals_it_with_wide_bands(head):
-    joint, simple, encoder_out, predictor_out, labels, frames, targets = random_problem(head, (9, 6, 4), (4, 2, 3))
+    joint, simple, encoder_out, predictor_out, labels, frames, targets = random_loss_problem(head, (9, 6, 4), (4, 2, 3))
     am, lm = simple(encoder_out, predictor_out)
     full = transducer_loss(head, joint(encoder_out, predictor_out), labels, frames, targets, sigma=sigma_of(head),
                            reduction="none")
@@ -66,7 +50,8 @@ def test_pruned_loss_bounds_the_full_loss_and_equals_it_with_wide_bands(head):
 
 
 def test_simple_loss_is_the_rnnt_loss_of_summed_logits():
-    joint, simple, encoder_out, predictor_out, labels, frames, targets = random_problem(HEADS[0], (7, 3), (3, 1))
+    joint, simple, encoder_out, predictor_out, labels, frames, targets = random_loss_problem(
+        LOSS_HEADS[0], (7, 3), (3, 1))
     am, lm = simple(encoder_out, predictor_out)
     loss, occupancy = simple_transducer_loss(100 * am, 100 * lm, labels, frames, targets)  # peaked: no underflow
     expected = rnnt_loss(100 * (am.unsqueeze(2) + lm.unsqueeze(1)), labels, frames, targets, reduction="none")
@@ -78,9 +63,9 @@ def test_simple_loss_is_the_rnnt_loss_of_summed_logits():
 
 
 def test_batch_equals_one_by_one():
-    head = HEADS[1]
+    head = LOSS_HEADS[1]
     frames, targets = (8, 3, 6), (5, 1, 0)
-    joint, simple, encoder_out, predictor_out, labels, frame_counts, target_counts = random_problem(
+    joint, simple, encoder_out, predictor_out, labels, frame_counts, target_counts = random_loss_problem(
         head, frames, targets)
     am, lm = simple(encoder_out, predictor_out)
     batched = pruned_transducer_loss(head, joint, encoder_out, predictor_out, am, lm, labels, frame_counts,
@@ -93,9 +78,10 @@ def test_batch_equals_one_by_one():
             assert got[b].item() == pytest.approx(expected.item(), abs=1e-10)
 
 
-@pytest.mark.parametrize("head", [HEADS[0], HEADS[2], HEADS[4]], ids=[HEAD_IDS[0], HEAD_IDS[2], HEAD_IDS[4]])
+@pytest.mark.parametrize("head", [LOSS_HEADS[0], LOSS_HEADS[2], LOSS_HEADS[4]],
+                         ids=[HEAD_IDS[0], HEAD_IDS[2], HEAD_IDS[4]])
 def test_gradcheck(head):
-    joint, simple, encoder_out, predictor_out, labels, frames, targets = random_problem(head, (5, 3), (3, 2))
+    joint, simple, encoder_out, predictor_out, labels, frames, targets = random_loss_problem(head, (5, 3), (3, 2))
     am, lm = (x.detach() for x in simple(encoder_out, predictor_out))
 
     def loss(encoder_out, predictor_out, am, lm):
@@ -108,8 +94,8 @@ def test_gradcheck(head):
 
 
 def test_too_many_tokens_for_the_bands_gives_zero():
-    head = HEADS[0]
-    joint, simple, encoder_out, predictor_out, labels, frames, targets = random_problem(head, (2, 6), (3, 3))
+    head = LOSS_HEADS[0]
+    joint, simple, encoder_out, predictor_out, labels, frames, targets = random_loss_problem(head, (2, 6), (3, 3))
     pruned, simple_loss = pruned_transducer_loss(head, joint, encoder_out, predictor_out,
                                                  *simple(encoder_out, predictor_out), labels, frames, targets, 2,
                                                  reduction="none")

@@ -7,7 +7,7 @@ import types
 import pytest
 import torch
 
-from test_greedy_exactness import encoder_batch, model_for
+from helpers import encoder_batch, model_for
 from transdec.decoding import (
     STRATEGIES,
     DecodingConfig,

@@ -5,7 +5,7 @@ import itertools
 import pytest
 import torch
 
-from test_greedy_exactness import HEADS, assert_same_hypotheses, encoder_batch, model_for
+from helpers import HEADS, BigramScorer, assert_same_hypotheses, encoder_batch, model_for
 from transdec.decoding import (
     DecodingConfig,
     Fusion,
@@ -18,35 +18,6 @@ from transdec.decoding import (
     greedy_wind,
 )
 from transdec.protocol import HeadSpec
-
-
-class BigramScorer:
-    """A bigram model over ``V`` tokens as a table ``[V + 1, V]`` of log-probs; row ``V`` follows ``<s>``.
-
-    Its state is each hypothesis' last token ``[N]`` (``V`` before any token).
-    """
-
-    def __init__(self, num_tokens: int, seed: int, sharpness: float = 3.0) -> None:
-        generator = torch.Generator().manual_seed(seed)
-        logits = sharpness * torch.randn(num_tokens + 1, num_tokens, generator=generator, dtype=torch.float64)
-        self.table = logits.log_softmax(dim=-1)
-        self.num_tokens = num_tokens
-
-    def initial_state(self, batch_size, device):
-        return torch.full((batch_size,), self.num_tokens, dtype=torch.long, device=device)
-
-    def token_logprobs(self, state):
-        return self.table[state]
-
-    def advance(self, state, tokens):
-        assert bool((tokens < self.num_tokens).all()), "only tokens reach a token scorer"
-        return tokens.clone()
-
-    def select_state(self, mask, if_true, if_false):
-        return torch.where(mask, if_true, if_false)
-
-    def gather_state(self, state, indices):
-        return state[indices]
 
 
 def test_bigram_scorer_is_a_token_scorer():
@@ -166,7 +137,7 @@ def test_in_place_label_looping_with_an_ngram_lm_equals_the_reference(kind, tmp_
     """The steps CUDA graphs capture carry the LM's state (the n-gram LM is graph-safe), in both replay orders."""
     from arpa_fixtures import random_arpa
     from transdec.decoding.greedy.label_looping import LabelLoopingSearch
-    from transdec.decoding.cuda.label_looping_graphs import run_step_pieces, step_pieces
+    from transdec.decoding.greedy.label_looping_graphs import run_step_pieces, step_pieces
     from transdec.decoding.scoring import Scoring
     from transdec.lm import NGramLM
 

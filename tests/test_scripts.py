@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import transdec
-from test_model_and_training import HEADS, TEXTS, tiny_config, write_corpus
+from helpers import TEXTS, TRAINING_HEADS, tiny_config, write_corpus
 from transdec import cli
 from transdec.model.checkpoint import load_model, save_model
 from transdec.model.tokenizer import Tokenizer
@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def corpus_and_model(tmp_path_factory) -> tuple[Path, Path]:
     folder = tmp_path_factory.mktemp("scripts")
     manifest = write_corpus(folder / "data", 4)
-    model = TransducerModel(tiny_config(HEADS[0]), Tokenizer.train(TEXTS * 3, HEADS[0].num_tokens))
+    model = TransducerModel(tiny_config(TRAINING_HEADS[0]), Tokenizer.train(TEXTS * 3, TRAINING_HEADS[0].num_tokens))
     save_model(model, folder / "tiny.pt")
     return manifest, folder / "tiny.pt"
 
@@ -171,7 +171,7 @@ def test_average_models_averages_files_of_one_shape(corpus_and_model, tmp_path: 
     for name, weight in original.named_parameters():
         torch.testing.assert_close(soup[name].float(), weight + 0.5, atol=1e-3, rtol=1e-3)  # stored as float16
 
-    tdt = TransducerModel(tiny_config(HEADS[1]), original.tokenizer)
+    tdt = TransducerModel(tiny_config(TRAINING_HEADS[1]), original.tokenizer)
     save_model(tdt, tmp_path / "tdt.pt")
     bad = run_script("recipes/average_models.py", model, tmp_path / "tdt.pt", "--output", tmp_path / "x.pt")
     assert bad.returncode != 0 and "is not shaped like" in bad.stderr

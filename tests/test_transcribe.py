@@ -15,7 +15,7 @@ from transdec.model.tokenizer import Tokenizer
 from transdec.model.transducer_model import TransducerModel
 from transdec.transcribe import transcribe, words_of
 
-from test_model_and_training import TEXTS, tiny_config
+from helpers import TEXTS, tiny_config
 
 
 @pytest.fixture(scope="module")

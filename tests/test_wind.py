@@ -10,7 +10,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from test_greedy_exactness import MATRIX, assert_same_hypotheses, encoder_batch, model_for
+from helpers import MATRIX, assert_same_hypotheses, encoder_batch, model_for
 from transdec.decoding import DecodingConfig, decode, greedy_label_looping, greedy_reference, greedy_wind
 
 WINDOWS = [1, 2, 3, 8, 16, 64]

@@ -9,7 +9,7 @@ Memory grows with the number of steps, one node per hypothesis per step, not wit
 
 With ``fixed_capacity`` the node buffers never grow, the step count is a device tensor and every update is written
 into the tensors made at the start, so that the steps need no host sync and a CUDA graph can capture them
-(:mod:`transdec.decoding.cuda.beam_graphs`); the count is read back once, by :meth:`BatchedBeamHyps.hypotheses`.
+(:mod:`transdec.decoding.beam.alsd_pp_graphs`); the count is read back once, by :meth:`BatchedBeamHyps.hypotheses`.
 
 The hash of a token sequence ``y`` is ``H(y + [k]) = (H(y) * P + k + 1) mod M`` with primes ``P`` and ``M``
 chosen so that the product fits in int64; hypotheses are the same tokens when hash, length and last token agree.
@@ -43,6 +43,15 @@ class BatchedBeamHyps:
     written and updates rebind the attributes. With ``fixed_capacity`` (the most steps the search can take)
     nothing is ever reallocated: ``step_index`` (a ``[1]`` long tensor) counts the steps, ``steps`` is None, and
     updates, :meth:`assign` included, copy into the existing tensors.
+
+    Attributes:
+        scores, am_scores: ``[B, K]`` float, with and without fusions (``-inf``: no hypothesis).
+        time, tokens_at_frame: ``[B, K]`` long, each hypothesis' frame and the tokens it emitted there.
+        lengths, last_tokens, hashes: ``[B, K]`` long, its number of tokens, last token (-1: none) and their hash.
+        node_tokens, node_parents, node_times, node_durations: ``[B, K, S]`` long, a node per step (``S``: the
+            capacity): the token or -1, the slot it extends at the step before, its frame and TDT duration.
+        node_logprobs: ``[B, K, S]`` float, the token's label log-prob.
+        steps / step_index: the steps written (see above).
     """
 
     def __init__(self, batch_size: int, beam_size: int, device: torch.device, float_dtype: torch.dtype,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import torch
 
+from transdec.protocol import HeadSpec
+
 
 def checked_lengths(encoder_out: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     """Validate ``encoder_out [B, T, D]`` against ``lengths [B]``; return lengths as int64 on its device."""
@@ -23,6 +25,13 @@ def checked_lengths(encoder_out: torch.Tensor, lengths: torch.Tensor) -> torch.T
             f"lengths must lie in [0, T={max_time}], got min {int(lengths.min())} and max {int(lengths.max())}"
         )
     return lengths.to(device=encoder_out.device, dtype=torch.long)
+
+
+def check_rnnt_head(head: HeadSpec, strategy: str) -> None:
+    """WIND beam search scores a window of frames as blanks of one frame each: an RNN-T head only."""
+    if head.kind != "rnnt":
+        raise ValueError(f"{strategy} needs an RNN-T head, not {head.kind!r} (its blanks jump by durations); "
+                         "use beam_alsd_pp")
 
 
 def check_max_symbols(max_symbols_per_frame: int | None) -> None:

@@ -61,6 +61,23 @@ class WindOptions(GreedyOptions):
         check_window_size(self.window_size)
 
 
+GRAPH_MODES = ("auto", "while_loops", "step_graphs", "off")
+
+
+@dataclass(frozen=True)
+class GraphOptions(DecodingOptions):
+    """How a search that CUDA graphs can capture runs on a GPU (never changes the output)."""
+
+    cuda_graphs: str = option("auto", "on a GPU: 'while_loops' (the whole search as one graph with device-side "
+                                      "loops), 'step_graphs' (each step a graph, the loops on the host), 'off', or "
+                                      "'auto' (the fastest that works here)", choices=GRAPH_MODES)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.cuda_graphs not in GRAPH_MODES:
+            raise ValueError(f"cuda_graphs must be one of {GRAPH_MODES}, got {self.cuda_graphs!r}")
+
+
 MERGE_RULES = ("max", "logsumexp", "none")
 
 

@@ -46,8 +46,8 @@ from transdec.decoding.inputs import checked_lengths
 from transdec.decoding.options import ExpansionOptions, PruningOptions
 from transdec.decoding.registry import takes_options
 from transdec.decoding.results import DecodingResult, DecodingStats, Hypothesis
-from transdec.decoding.scoring import Fusion, LabelScores, Scoring
-from transdec.protocol import DecodingModel, HeadSpec
+from transdec.decoding.scoring import Fusion, LabelScores, Scoring, ScorerState
+from transdec.protocol import DecodingModel, HeadSpec, PredictorState
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,7 @@ def beam_aes_pp(model: DecodingModel, encoder_out: torch.Tensor, lengths: torch.
     for frame in range(int(lengths.max()) if len(lengths) else 0):
         search.frame(frame)
     nbest_lists = search.nbest()
-    return DecodingResult.from_nbest(nbest_lists, search.stats, encoder_out.device, encoder_out.dtype)
+    return DecodingResult.from_nbest(nbest_lists, search.state.stats, encoder_out.device, encoder_out.dtype)
 
 
 class _Emissions:
@@ -140,6 +140,24 @@ def _cat(sets: list[_Set]) -> _Set:
     return _Set(*(torch.cat([getattr(s, name) for s in sets], dim=1) for name in _FIELDS))
 
 
+@dataclass(slots=True)
+class AesState:
+    """Everything AES++ carries from one frame to the next, for ``B x K`` hypotheses (``K = beam_size``); the
+    search's configuration (model parts, options, the input lengths) is not in it.
+
+    Between two frames this is the whole search so far: suspending a search means keeping this object, resuming it
+    giving it back to a search of the same configuration; ``encoder_proj`` is the one field made from the input
+    frames, which a search resumed on new frames makes anew.
+    """
+
+    hyps: BatchedBeamHyps  # the beams [B, K]: scores, frames, tokens, and the tree of their tokens
+    encoder_proj: torch.Tensor  # [B, T, J]: the encoder output projected for the joint
+    predictor_state: PredictorState  # B*K rows: each hypothesis' predictor state after its last token
+    predictor_proj: torch.Tensor  # [B*K, J]: each hypothesis' predictor output after its last token, projected
+    scorer_state: tuple[ScorerState, ...]  # each fusion's state, B*K rows
+    stats: DecodingStats  # predictor and joint calls so far
+
+
 class _AesSearch:
     def __init__(self, model: DecodingModel, encoder_out: torch.Tensor, lengths: torch.Tensor, options: AesOptions,
                  scoring: Scoring) -> None:
@@ -152,21 +170,20 @@ class _AesSearch:
         self.forced_last = options.max_symbols_per_frame is not None and self.steps == options.max_symbols_per_frame
         self.lengths = lengths.unsqueeze(1)  # [B, 1]
         self.emissions = _Emissions(self.head, device)
-        self.encoder_proj = self.joint.project_encoder(encoder_out)  # [B, T, J]
-        self.hyps = BatchedBeamHyps(batch_size, beam, device, encoder_out.dtype)
         self.slots = torch.arange(beam, device=device).expand(batch_size, beam)
         self.flat_base = (torch.arange(batch_size, device=device) * beam).unsqueeze(1)  # [B, 1]
-        self.stats = DecodingStats()
+        encoder_proj = self.joint.project_encoder(encoder_out)  # [B, T, J]
         flat = batch_size * beam
         start = torch.full((flat,), self.head.predictor_blank_id, dtype=torch.long, device=device)
-        out, self.state = self.predictor.step(start, self.predictor.initial_state(flat))
-        self.predictor_proj = self.joint.project_predictor(out)  # [B*K, J]
-        self.stats.predictor_calls += 1
-        self.scorer_state = scoring.initial_state(flat, device)
+        out, predictor_state = self.predictor.step(start, self.predictor.initial_state(flat))
+        self.state = AesState(BatchedBeamHyps(batch_size, beam, device, encoder_out.dtype), encoder_proj,
+                              predictor_state, self.joint.project_predictor(out), scoring.initial_state(flat, device),
+                              DecodingStats(predictor_calls=1))
 
     def frame(self, t: int) -> None:
         """Expand the hypotheses standing at frame ``t`` until each has left it."""
-        hyps = self.hyps
+        state = self.state
+        hyps = state.hyps
         batch_size, beam = hyps.scores.shape
         active = (hyps.time == t) & (t < self.lengths) & (hyps.scores > -torch.inf)  # [B, K]
         if not bool(active.any()):
@@ -178,16 +195,16 @@ class _AesSearch:
                      torch.full((batch_size, beam, width), -1, dtype=torch.long, device=device),
                      torch.zeros(batch_size, beam, width, dtype=torch.long, device=device),
                      torch.zeros(batch_size, beam, width, dtype=hyps.scores.dtype, device=device))
-        frames = self.encoder_proj[:, t].unsqueeze(1).expand(-1, beam, -1).flatten(0, 1)  # [B*K, J]
+        frames = state.encoder_proj[:, t].unsqueeze(1).expand(-1, beam, -1).flatten(0, 1)  # [B*K, J]
         pool = [start.only(~active)]  # the waiting and the finished keep their place
-        sources = [(self.state, self.predictor_proj, self.scorer_state)]
+        sources = [(state.predictor_state, state.predictor_proj, state.scorer_state)]
         pool_sources = [0]
         current = start.only(active)
-        state, projection, scorer_state = sources[0]
+        predictor_state, projection, scorer_state = sources[0]
         steps_taken = 0
         for step in range(width):
             scored = self.scoring(self.joint.combine(frames, projection), self.scoring.context(scorer_state))
-            self.stats.joint_calls += 1
+            state.stats.joint_calls += 1
             steps_taken = step + 1
             candidates, scores, am_logprobs, label_logprobs = self._expansions(scored, current, last=step == self.steps)
             pool.append(self._blank_exits(current, candidates, scores, am_logprobs, t))
@@ -198,12 +215,12 @@ class _AesSearch:
                 break
             parent_rows = chosen.rows.view(-1)
             flat_labels = labels.view(-1)
-            state, projection = step_rows(self.predictor, self.joint, flat_labels,
-                                          self.predictor.gather_state(state, parent_rows), fed,
-                                          self.head.predictor_blank_id)
-            self.stats.predictor_calls += 1
+            predictor_state, projection = step_rows(self.predictor, self.joint, flat_labels,
+                                                    self.predictor.gather_state(predictor_state, parent_rows), fed,
+                                                    self.head.predictor_blank_id)
+            state.stats.predictor_calls += 1
             scorer_state = self.scoring.advance(self.scoring.gather_state(scorer_state, parent_rows), flat_labels, fed)
-            sources.append((state, projection, scorer_state))
+            sources.append((predictor_state, projection, scorer_state))
             chosen.rows = self.flat_base + self.slots
             leaves = chosen.time > t
             pool.append(chosen.only(leaves))
@@ -281,7 +298,8 @@ class _AesSearch:
     def _select(self, parts: list[_Set], part_sources: list[int], sources: list, t: int, steps_taken: int) -> None:
         """Merge equal hypotheses of the pool (``parts``, made with the predictor state ``sources[part_sources[i]]``),
         keep each utterance's ``K`` best as the beam, and write their tokens into the tree."""
-        hyps, beam = self.hyps, self.hyps.beam_size
+        hyps = self.state.hyps
+        beam = hyps.beam_size
         pool = _cat(parts)
         # Each entry's predictor and fusion states: its row of the source its pool part was made from.
         source = torch.cat([torch.full((part.scores.shape[1],), number, device=pool.scores.device)
@@ -296,21 +314,23 @@ class _AesSearch:
         chosen = pool.gather(index)
         source_of_chosen = source.gather(1, index).view(-1)
         rows = chosen.rows.view(-1)
-        state, projection, scorer_state = (None, None, None)
+        predictor_state, projection, scorer_state = (None, None, None)
         for number, (source_state, source_projection, source_scorer) in enumerate(sources):
             mask = source_of_chosen == number
-            if state is None:
-                state = self.predictor.gather_state(source_state, rows)
+            if predictor_state is None:
+                predictor_state = self.predictor.gather_state(source_state, rows)
                 projection = source_projection[rows]
                 scorer_state = self.scoring.gather_state(source_scorer, rows)
                 continue
             if not bool(mask.any()):
                 continue
-            state = self.predictor.select_state(mask, self.predictor.gather_state(source_state, rows), state)
+            predictor_state = self.predictor.select_state(mask, self.predictor.gather_state(source_state, rows),
+                                                          predictor_state)
             projection = torch.where(mask.unsqueeze(1), source_projection[rows], projection)
             scorer_state = self.scoring.select_state(mask, self.scoring.gather_state(source_scorer, rows),
                                                      scorer_state)
-        self.state, self.predictor_proj, self.scorer_state = state, projection, scorer_state
+        state = self.state
+        state.predictor_state, state.predictor_proj, state.scorer_state = predictor_state, projection, scorer_state
         hyps.reorder(chosen.origins)
         times = torch.full_like(chosen.origins, t)
         for step in range(steps_taken):
@@ -328,4 +348,4 @@ class _AesSearch:
         pool.scores, pool.am_scores = merge_equal(same, pool.scores, pool.am_scores, self.options.merge)
 
     def nbest(self) -> list[list[Hypothesis]]:
-        return self.hyps.best(self.options.nbest, self.options.length_norm)
+        return self.state.hyps.best(self.options.nbest, self.options.length_norm)

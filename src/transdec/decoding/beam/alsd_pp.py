@@ -15,7 +15,7 @@ greedy label-looping result (tokens, timestamps, durations and score) for every 
 hypothesis are its ``K`` best labels (times its ``K`` best durations for TDT): no other can be among the
 utterance's ``K`` best.
 
-On CUDA the search runs as CUDA graphs (:mod:`transdec.decoding.cuda.beam_graphs`, ``cuda_graphs``): with
+On CUDA the search runs as CUDA graphs (:mod:`transdec.decoding.beam.alsd_pp_graphs`, ``cuda_graphs``): with
 ``in_place=True`` :class:`AlsdSearch` writes every update into tensors made once, counts on the device and
 runs the predictor on every hypothesis, so a step never reads anything back, and its loop condition is a device
 flag. The results are the same in every mode.
@@ -31,28 +31,19 @@ import torch
 
 from transdec.decoding.beam_hyps import BatchedBeamHyps, merge_equal, pairwise_equal, step_rows
 from transdec.decoding.emissions import lookup_tables, tdt_advance
-from transdec.decoding.cuda.graph_cache import GRAPH_MODES, check_graph_mode
-from transdec.decoding.cuda.in_place import set_state
+from transdec.decoding.cuda.in_place import copy_of, set_state
 from transdec.decoding.inputs import checked_lengths
-from transdec.decoding.options import PruningOptions, option
+from transdec.decoding.options import GraphOptions, PruningOptions
 from transdec.decoding.registry import takes_options
 from transdec.decoding.results import DecodingResult, DecodingStats
-from transdec.decoding.scoring import Fusion, LabelScores, Scoring
-from transdec.protocol import DecodingModel
+from transdec.decoding.scoring import Fusion, LabelScores, Scoring, ScorerState
+from transdec.protocol import DecodingModel, PredictorState
 
 
 
 @dataclasses.dataclass(frozen=True)
-class AlsdPlusOptions(PruningOptions):
+class AlsdPlusOptions(PruningOptions, GraphOptions):
     """Options of ALSD++: the beam options and how to run the steps on a GPU (which never changes the output)."""
-
-    cuda_graphs: str = option("auto", "on a GPU: 'while_loops' (one graph per search), 'step_graphs' (each search "
-                                      "step replayed as a graph), 'off', or 'auto' (the fastest that works here)",
-                              choices=GRAPH_MODES)
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_graph_mode(self.cuda_graphs)
 
 
 @takes_options(AlsdPlusOptions)
@@ -62,7 +53,7 @@ def beam_alsd_pp(model: DecodingModel, encoder_out: torch.Tensor, lengths: torch
     """Beam search over ``encoder_out [B, T, D]`` with valid ``lengths [B]``; ``result.nbest`` has each
     utterance's ``nbest`` best hypotheses.
 
-    ``cuda_graphs`` (CUDA only; see :mod:`transdec.decoding.cuda.beam_graphs`): ``"while_loops"`` runs the whole
+    ``cuda_graphs`` (CUDA only; see :mod:`transdec.decoding.beam.alsd_pp_graphs`): ``"while_loops"`` runs the whole
     search as one CUDA graph with a device-side loop, ``"step_graphs"`` replays each search step as a graph from a
     host loop, ``"off"`` runs the steps eagerly, ``"auto"`` takes the fastest that works here (a mode that cannot
     be used warns once). Graphs need a ``max_symbols_per_frame``; they take ``fusions`` whose scorers are
@@ -73,7 +64,7 @@ def beam_alsd_pp(model: DecodingModel, encoder_out: torch.Tensor, lengths: torch
         raise ValueError(f"cuda_graphs={options.cuda_graphs!r} takes only graph-safe fusions (such as the n-gram LM); "
                          "use 'auto' or 'off'")
     if encoder_out.device.type == "cuda" and options.cuda_graphs != "off" and scoring.graph_safe:
-        from transdec.decoding.cuda.beam_graphs import decode_with_graphs
+        from transdec.decoding.beam.alsd_pp_graphs import decode_with_graphs
 
         result = decode_with_graphs(model, encoder_out, lengths, options, scoring.fusions)
         if result is not None:
@@ -83,14 +74,39 @@ def beam_alsd_pp(model: DecodingModel, encoder_out: torch.Tensor, lengths: torch
     return search.result()
 
 
+@dataclasses.dataclass(slots=True)
+class AlsdState:
+    """Everything ALSD++ carries from one step to the next, for ``B x K`` hypotheses (``K = beam_size``); the
+    search's configuration (model parts, options, the input buffers ``encoder_out`` and ``lengths``) is not in it.
+
+    :meth:`AlsdSearch.start` makes it and the steps update it. With ``in_place`` every tensor in it is the one the
+    first ``start()`` made, written into from then on and never rebound: CUDA graphs captured the steps on them.
+
+    Between two steps this is the whole search so far: suspending a search means keeping this object, resuming it
+    giving it back to a search of the same configuration; ``encoder_proj`` is the one field made from the input
+    frames, which a search resumed on new frames makes anew.
+    """
+
+    hyps: BatchedBeamHyps  # the beams [B, K]: scores, frames, tokens at the frame, and the tree of their tokens
+    encoder_proj: torch.Tensor  # [B, T, J]: the encoder output projected for the joint
+    predictor_state: PredictorState  # B*K rows: each hypothesis' predictor state after its last token
+    predictor_proj: torch.Tensor  # [B*K, J]: each hypothesis' predictor output after its last token, projected
+    scorer_state: tuple[ScorerState, ...]  # each fusion's state, B*K rows
+    context: tuple[torch.Tensor, ...]  # each fusion's token log-probs [B*K, V] in `scorer_state`
+    stats: DecodingStats | None = None  # without in_place: predictor and joint calls, counted on the host
+    calls: torch.Tensor | None = None  # [2] long, in place only: predictor and joint calls, counted on the device
+    active_any: torch.Tensor | None = None  # [] bool, in place only: the loop condition (a live hypothesis has frames)
+
+
 class AlsdSearch:
-    """The state of one batched search; :meth:`step` runs one search step, :meth:`run` all of them.
+    """One batched search; :meth:`step` runs one search step, :meth:`run` all of them, and :attr:`state`
+    (:class:`AlsdState`) holds everything the steps carry.
 
     With ``in_place=True`` (which needs ``options.max_symbols_per_frame``) the steps only touch tensors and
     never read them back: every update is copied into the tensors the first :meth:`start` made, call counts
-    and the loop condition ``active_any`` (a 0-dim bool) live on the device, and the predictor runs on every
+    and the loop condition ``state.active_any`` (a 0-dim bool) live on the device, and the predictor runs on every
     hypothesis. A CUDA graph can then capture :meth:`start` and :meth:`step` and replay them on new inputs
-    written into ``encoder_out`` and ``lengths`` (:mod:`transdec.decoding.cuda.beam_graphs`).
+    written into ``encoder_out`` and ``lengths`` (:mod:`transdec.decoding.beam.alsd_pp_graphs`).
 
     The hypotheses then get a fixed capacity of ``T * (m + 1)`` steps (``m = max_symbols_per_frame``): a step
     runs only while some hypothesis is searching, and one searching at step ``n`` took an emission at each of the
@@ -99,7 +115,7 @@ class AlsdSearch:
     on, and it moved on at most ``T - 1`` times, each by a frame or more, as it is still below frame ``T``:
     ``n - 1 <= (T - 1) * (m + 1) + m``, so ``n <= T * (m + 1)``.
 
-    Without ``in_place``, updates rebind attributes and the predictor runs on the hypotheses that emitted a
+    Without ``in_place``, updates rebind the state's fields and the predictor runs on the hypotheses that emitted a
     token only, which costs less on a CPU.
     """
 
@@ -110,46 +126,59 @@ class AlsdSearch:
         self.options, self.scoring, self.in_place = options, scoring, in_place
         self.encoder_out = encoder_out
         batch_size, self.max_time, _ = encoder_out.shape
-        beam, device = options.beam_size, encoder_out.device
+        device = encoder_out.device
         self.lengths = lengths.unsqueeze(1)  # [B, 1], a view: new lengths written into `lengths` reach it
         self.rows = torch.arange(batch_size, device=device).unsqueeze(1)  # [B, 1]
         self.advance_by_label, self.duration_values = lookup_tables(self.head, device)
         if in_place:
             if options.max_symbols_per_frame is None:
                 raise ValueError("an in-place ALSD++ search needs a max_symbols_per_frame to bound its steps")
-            capacity = max(self.max_time * (options.max_symbols_per_frame + 1), 1)
-            self.hyps = BatchedBeamHyps(batch_size, beam, device, encoder_out.dtype, fixed_capacity=capacity)
-            self.calls = torch.zeros(2, dtype=torch.long, device=device)  # predictor, joint
-            self.active_any = torch.zeros((), dtype=torch.bool, device=device)
-        else:
-            self.hyps = BatchedBeamHyps(batch_size, beam, device, encoder_out.dtype)
-            self.stats = DecodingStats()
+            self.capacity = max(self.max_time * (options.max_symbols_per_frame + 1), 1)
+        self.state: AlsdState | None = None
         self.start()
 
     def start(self) -> None:
         """Project the encoder output, put one empty hypothesis per utterance at frame 0 and feed the predictor
-        the start symbol. The constructor calls it; call it again (in place) after writing new inputs."""
-        hyps, device = self.hyps, self.encoder_out.device
-        flat = hyps.batch_size * hyps.beam_size
-        self._set("encoder_proj", self.joint.project_encoder(self.encoder_out))  # [B, T, J]
+        the start symbol: a new :attr:`state`, or with ``in_place`` after the first call, the same one written over.
+        The constructor calls it; call it again (in place) after writing new inputs."""
+        device = self.encoder_out.device
+        flat = self.rows.shape[0] * self.options.beam_size
+        encoder_proj = self.joint.project_encoder(self.encoder_out)  # [B, T, J]
         start = torch.full((flat,), self.head.predictor_blank_id, dtype=torch.long, device=device)
-        out, state = self.predictor.step(start, self.predictor.initial_state(flat))
-        self._set("state", state)
-        self._set("predictor_proj", self.joint.project_predictor(out))  # [B*K, J]
-        self._set("scorer_state", self.scoring.initial_state(flat, device))
-        self._set("context", self.scoring.context(self.scorer_state))
+        out, predictor_state = self.predictor.step(start, self.predictor.initial_state(flat))
+        predictor_proj = self.joint.project_predictor(out)  # [B*K, J]
+        scorer_state = self.scoring.initial_state(flat, device)
+        initial = {"encoder_proj": encoder_proj, "predictor_state": predictor_state, "predictor_proj": predictor_proj,
+                   "scorer_state": scorer_state, "context": self.scoring.context(scorer_state)}
+        if self.state is None or not self.in_place:
+            self.state = self._new_state(initial)
+        else:
+            self.state.hyps.reset()
+            for name, value in initial.items():
+                self._set(name, value)
         if self.in_place:
-            hyps.reset()
-            self.calls.zero_()
-            self.calls[0].fill_(1)
+            self.state.calls.zero_()
+            self.state.calls[0].fill_(1)
             self._update_active_any()
         else:
-            self.stats.predictor_calls += 1
+            self.state.stats.predictor_calls += 1
+
+    def _new_state(self, initial: dict[str, Any]) -> AlsdState:
+        """The state :meth:`start` makes from its ``initial`` fields; with ``in_place``, on copies of them (no two
+        fields share memory), the counters and loop condition on the device and fixed-capacity hypotheses."""
+        batch_size, beam = self.rows.shape[0], self.options.beam_size
+        device, dtype = self.encoder_out.device, self.encoder_out.dtype
+        if not self.in_place:
+            return AlsdState(BatchedBeamHyps(batch_size, beam, device, dtype), **initial, stats=DecodingStats())
+        return AlsdState(BatchedBeamHyps(batch_size, beam, device, dtype, fixed_capacity=self.capacity),
+                         **{name: copy_of(value) for name, value in initial.items()},
+                         calls=torch.zeros(2, dtype=torch.long, device=device),
+                         active_any=torch.zeros((), dtype=torch.bool, device=device))
 
     def run(self) -> None:
         """Step until every hypothesis is finished (in place: from the state :meth:`start` left)."""
         if self.in_place:
-            while bool(self.active_any):
+            while bool(self.state.active_any):
                 self.step()
         else:
             while self.step():
@@ -158,17 +187,18 @@ class AlsdSearch:
     def step(self) -> bool:
         """One emission for every hypothesis. Without ``in_place``: False (and nothing done) once every
         hypothesis is finished. In place it always steps (callers check ``active_any`` first) and returns True."""
-        hyps, head = self.hyps, self.head
+        state, head = self.state, self.head
+        hyps = state.hyps
         batch_size, beam = hyps.scores.shape
         active = (hyps.time < self.lengths) & (hyps.scores > -torch.inf)  # [B, K]
         if not self.in_place and not bool(active.any()):
             return False
-        frames = self.encoder_proj[self.rows, hyps.time.clamp(max=self.max_time - 1)]  # [B, K, J]
-        scored = self.scoring(self.joint.combine(frames.flatten(0, 1), self.predictor_proj), self.context)
+        frames = state.encoder_proj[self.rows, hyps.time.clamp(max=self.max_time - 1)]  # [B, K, J]
+        scored = self.scoring(self.joint.combine(frames.flatten(0, 1), state.predictor_proj), state.context)
         if self.in_place:
-            self.calls[1].add_(1)
+            state.calls[1].add_(1)
         else:
-            self.stats.joint_calls += 1
+            state.stats.joint_calls += 1
         emission = self._best_emissions(scored, hyps.tokens_at_frame.view(-1))  # fields [B*K, E]
 
         # Candidates: each active hypothesis' best emissions, and for a finished one itself, unchanged.
@@ -271,31 +301,34 @@ class AlsdSearch:
     def _feed(self, parents: torch.Tensor, labels: torch.Tensor, tokens: torch.Tensor) -> None:
         """Take each hypothesis' predictor and fusion state from its parent ``[B*K]`` and advance the rows that
         emitted a token (``tokens [B*K]``) by their ``labels``: one predictor call for the whole batch."""
-        state = self.predictor.gather_state(self.state, parents)
-        predictor_proj = self.predictor_proj[parents]
-        scorer_state = self.scoring.gather_state(self.scorer_state, parents)
+        state = self.state
+        predictor_state = self.predictor.gather_state(state.predictor_state, parents)
+        predictor_proj = state.predictor_proj[parents]
+        scorer_state = self.scoring.gather_state(state.scorer_state, parents)
         if self.in_place:
             # Every row, with the blank where there is no token: no host sync, and the same shapes every step.
-            out, new_state = self.predictor.step(torch.where(tokens, labels, self.head.predictor_blank_id), state)
+            out, new_state = self.predictor.step(torch.where(tokens, labels, self.head.predictor_blank_id),
+                                                 predictor_state)
             projected = self.joint.project_predictor(out)
-            self.calls[0].add_(tokens.any())
+            state.calls[0].add_(tokens.any())
         else:
-            self.state, self.predictor_proj, self.scorer_state = state, predictor_proj, scorer_state
+            state.predictor_state, state.predictor_proj, state.scorer_state = (predictor_state, predictor_proj,
+                                                                               scorer_state)
             if not bool(tokens.any()):
-                self.context = self.scoring.context(scorer_state)
+                state.context = self.scoring.context(scorer_state)
                 return
-            new_state, projected = step_rows(self.predictor, self.joint, labels, state, tokens,
+            new_state, projected = step_rows(self.predictor, self.joint, labels, predictor_state, tokens,
                                              self.head.predictor_blank_id)
-            self.stats.predictor_calls += 1
-        self._set("state", self.predictor.select_state(tokens, new_state, state))
+            state.stats.predictor_calls += 1
+        self._set("predictor_state", self.predictor.select_state(tokens, new_state, predictor_state))
         self._set("predictor_proj", torch.where(tokens.unsqueeze(1), projected, predictor_proj))
         self._set("scorer_state", self.scoring.advance(scorer_state, labels, tokens))
-        self._set("context", self.scoring.context(self.scorer_state))
+        self._set("context", self.scoring.context(state.scorer_state))
 
     def _merge(self) -> None:
         """Merge hypotheses with the same tokens in the same state into the best of them (see the module
         docstring of :mod:`transdec.decoding.beam.alsd`)."""
-        hyps = self.hyps
+        hyps = self.state.hyps
         finished = hyps.time >= self.lengths
         alive = hyps.scores > -torch.inf
         same_state = (finished.unsqueeze(2) & finished.unsqueeze(1)) | (
@@ -308,21 +341,21 @@ class AlsdSearch:
 
     def _update_active_any(self) -> None:
         """The loop condition, on the device: whether any live hypothesis has frames left."""
-        hyps = self.hyps
-        self.active_any.copy_(((hyps.time < self.lengths) & (hyps.scores > -torch.inf)).any())
+        hyps = self.state.hyps
+        self.state.active_any.copy_(((hyps.time < self.lengths) & (hyps.scores > -torch.inf)).any())
 
     def _set(self, name: str, value: Any) -> None:
-        set_state(self, name, value, self.in_place)
+        set_state(self.state, name, value, self.in_place)
 
     def nbest(self) -> list[list]:
         """Each utterance's ``nbest`` best hypotheses, best first."""
-        return self.hyps.best(self.options.nbest, self.options.length_norm)
+        return self.state.hyps.best(self.options.nbest, self.options.length_norm)
 
     def decoding_stats(self) -> DecodingStats:
         """Predictor and joint calls so far (in place: one read of the device counts)."""
         if not self.in_place:
-            return self.stats
-        predictor_calls, joint_calls = self.calls.tolist()
+            return self.state.stats
+        predictor_calls, joint_calls = self.state.calls.tolist()
         return DecodingStats(predictor_calls=predictor_calls, joint_calls=joint_calls)
 
     def result(self) -> DecodingResult:

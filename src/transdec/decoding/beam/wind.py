@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import torch
 
 from transdec.decoding.beam.utterance import UtteranceHyp, best_first, feed, merge_hypotheses, search_each, start_hyp
+from transdec.decoding.inputs import check_rnnt_head
 from transdec.decoding.options import BeamOptions, WindOptions
 from transdec.decoding.registry import takes_options
 from transdec.decoding.results import DecodingResult, DecodingStats, Hypothesis
@@ -56,9 +57,7 @@ class _Hyp(UtteranceHyp):
 def beam_wind(model: DecodingModel, encoder_out: torch.Tensor, lengths: torch.Tensor, options: WindBeamOptions,
               fusions: Sequence[Fusion] = ()) -> DecodingResult:
     """WIND beam search over ``encoder_out [B, T, D]`` with valid ``lengths [B]``, one utterance after another."""
-    if model.head.kind != "rnnt":
-        raise ValueError(f"beam_wind needs an RNN-T head, not {model.head.kind!r} (its blanks jump by durations); "
-                         "use beam_alsd_pp")
+    check_rnnt_head(model.head, "beam_wind")
     scoring, stats = Scoring(model.head, fusions), DecodingStats()
     return search_each(encoder_out, lengths, stats, lambda frames: _search(model, scoring, frames, options, stats))
 

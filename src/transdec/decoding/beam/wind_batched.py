@@ -19,17 +19,18 @@ as it would in the per-utterance search.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 
 from transdec.decoding.beam_hyps import (BatchedBeamHyps, extended_hashes, live_entries, merge_equal,
                                          pairwise_equal, ranks_ahead, same_sequences, step_rows)
 from transdec.decoding.beam.wind import WindBeamOptions
-from transdec.decoding.inputs import checked_lengths
+from transdec.decoding.inputs import check_rnnt_head, checked_lengths
 from transdec.decoding.registry import takes_options
 from transdec.decoding.results import DecodingResult, DecodingStats, Hypothesis
-from transdec.decoding.scoring import Fusion, Scoring
-from transdec.protocol import DecodingModel
+from transdec.decoding.scoring import Fusion, Scoring, ScorerState
+from transdec.protocol import DecodingModel, PredictorState
 
 
 @takes_options(WindBeamOptions)
@@ -37,21 +38,40 @@ from transdec.protocol import DecodingModel
 def beam_wind_batched(model: DecodingModel, encoder_out: torch.Tensor, lengths: torch.Tensor, options: WindBeamOptions,
                       fusions: Sequence[Fusion] = ()) -> DecodingResult:
     """WIND beam search over ``encoder_out [B, T, D]`` with valid ``lengths [B]``, all utterances at once."""
-    if model.head.kind != "rnnt":
-        raise ValueError(f"beam_wind_batched needs an RNN-T head, not {model.head.kind!r} (its blanks jump by "
-                         "durations); use beam_alsd_pp")
+    check_rnnt_head(model.head, "beam_wind_batched")
     lengths = checked_lengths(encoder_out, lengths)
     search = _WindSearch(model, encoder_out, lengths, options, Scoring(model.head, fusions))
     while search.round():
         pass
-    return DecodingResult.from_nbest(search.nbest(), search.stats, encoder_out.device, encoder_out.dtype)
+    return DecodingResult.from_nbest(search.nbest(), search.state.stats, encoder_out.device, encoder_out.dtype)
 
 
-# The fields of a store entry or a new hypothesis, each [B, N]: what BatchedBeamHyps keeps per slot, the node it
-# adds to the tree (parent slot, token or -1, frame, log-prob), the token its predictor has yet to read (-1: none)
-# and where its predictor state is (bank 0: the store, bank 1: the hypotheses expanded this round; row in it).
+# The fields of a store entry or a new hypothesis within a round, each [B, N]: what BatchedBeamHyps keeps per slot,
+# the node it adds to the tree (parent slot, token or -1, frame, log-prob), the token its predictor has yet to read
+# (-1: none) and where its predictor state is (bank 0: the store, bank 1: the hypotheses expanded this round; row in
+# it). A round's end writes them into its WindBeamState.
 _FIELDS = ("scores", "am_scores", "time", "tokens_at_frame", "hashes", "lengths", "last_tokens", "parents", "tokens",
            "timestamps", "logprobs", "pending", "bank", "rows")
+
+
+@dataclass(slots=True)
+class WindBeamState:
+    """Everything batched WIND beam search carries from one round to the next: the store of ``P = K * (window_size
+    + 2)`` waiting hypotheses per utterance; the search's configuration (model parts, options, the input lengths)
+    is not in it.
+
+    Between two rounds this is the whole search so far: suspending a search means keeping this object, resuming it
+    giving it back to a search of the same configuration; ``encoder_proj`` is the one field made from the input
+    frames, which a search resumed on new frames makes anew.
+    """
+
+    hyps: BatchedBeamHyps  # the store [B, P]: scores, frames, tokens, and the tree of their tokens
+    encoder_proj: torch.Tensor  # [B, T, J]: the encoder output projected for the joint
+    pending: torch.Tensor  # [B, P] long: the token each entry's predictor has yet to read (-1: none)
+    predictor_state: PredictorState  # B*P rows: each entry's predictor state after every token but the pending one
+    predictor_proj: torch.Tensor  # [B*P, J]: the predictor output after the same tokens, projected
+    scorer_state: tuple[ScorerState, ...]  # each fusion's state, B*P rows, after the same tokens
+    stats: DecodingStats  # predictor and joint calls so far
 
 
 class _WindSearch:
@@ -65,21 +85,20 @@ class _WindSearch:
         size = self.beam * (self.window + 2)
         self.lengths = lengths.unsqueeze(1)  # [B, 1]
         self.rows = torch.arange(batch_size, device=device).unsqueeze(1)  # [B, 1]
-        self.encoder_proj = self.joint.project_encoder(encoder_out)  # [B, T, J]
-        self.hyps = BatchedBeamHyps(batch_size, size, device, encoder_out.dtype)
         self.slots = torch.arange(size, device=device).expand(batch_size, size)
-        self.pending = torch.full((batch_size, size), -1, dtype=torch.long, device=device)
-        self.stats = DecodingStats()
+        encoder_proj = self.joint.project_encoder(encoder_out)  # [B, T, J]
         flat = batch_size * size
         start = torch.full((flat,), self.head.predictor_blank_id, dtype=torch.long, device=device)
-        out, self.state = self.predictor.step(start, self.predictor.initial_state(flat))
-        self.predictor_proj = self.joint.project_predictor(out)  # [B*P, J]: after every token but the pending one
-        self.stats.predictor_calls += 1
-        self.scorer_state = scoring.initial_state(flat, device)
+        out, predictor_state = self.predictor.step(start, self.predictor.initial_state(flat))
+        self.state = WindBeamState(BatchedBeamHyps(batch_size, size, device, encoder_out.dtype), encoder_proj,
+                                   torch.full((batch_size, size), -1, dtype=torch.long, device=device),
+                                   predictor_state, self.joint.project_predictor(out),
+                                   scoring.initial_state(flat, device), DecodingStats(predictor_calls=1))
 
     def round(self) -> bool:
         """Expand every utterance's best hypotheses at its earliest frame; False once all are finished."""
-        hyps, beam = self.hyps, self.beam
+        state, beam = self.state, self.beam
+        hyps = state.hyps
         batch_size, size = hyps.scores.shape
         waiting = (hyps.scores > -torch.inf) & (hyps.time < self.lengths)
         if not bool(waiting.any()):
@@ -88,12 +107,12 @@ class _WindSearch:
         t = torch.where(waiting, hyps.time, never).min(dim=1, keepdim=True).values  # [B, 1]
         here = waiting & (hyps.time == t)
         taken_scores, taken = torch.where(here, hyps.scores, -torch.inf).topk(beam, dim=1)  # [B, K]
-        new = self._expand(t, taken, taken_scores > -torch.inf)
+        new, fed = self._expand(t, taken, taken_scores > -torch.inf)
         old = {name: getattr(hyps, name) for name in ("scores", "am_scores", "time", "tokens_at_frame", "hashes",
                                                       "lengths", "last_tokens")}
         old["scores"] = torch.where(here, -torch.inf, hyps.scores)  # those at t were taken or pruned
         old.update(parents=self.slots, tokens=torch.full_like(self.slots, -1), timestamps=torch.zeros_like(self.slots),
-                   logprobs=torch.zeros_like(hyps.scores), pending=self.pending, bank=torch.zeros_like(self.slots),
+                   logprobs=torch.zeros_like(hyps.scores), pending=state.pending, bank=torch.zeros_like(self.slots),
                    rows=self.rows * size + self.slots)
         store = {name: torch.cat([old[name], new[name]], dim=1) for name in _FIELDS}
         # Most entries are empty (free slots, pruned candidates): drop them before the pairwise comparisons.
@@ -104,35 +123,37 @@ class _WindSearch:
         self._keep_best_per_frame(store)
         _, index = store["scores"].topk(size, dim=1)
         chosen = {name: value.gather(1, index) for name, value in store.items()}
-        self._write(chosen)
+        self._write(chosen, fed)
         return True
 
-    def _expand(self, t: torch.Tensor, taken: torch.Tensor, valid: torch.Tensor) -> dict[str, torch.Tensor]:
+    def _expand(self, t: torch.Tensor, taken: torch.Tensor,
+                valid: torch.Tensor) -> tuple[dict[str, torch.Tensor], tuple[PredictorState, torch.Tensor, tuple]]:
         """The ``K`` best window expansions ``[B, K * K]`` of the hypotheses in slots ``taken [B, K]`` (``valid``
-        where there is one), after feeding them their pending tokens; the fed states become bank 1."""
-        hyps, head, beam, window = self.hyps, self.head, self.beam, self.window
+        where there is one), after feeding them their pending tokens, and the fed states (bank 1: predictor state
+        and projection ``[B*K, J]``, scorer states)."""
+        state, head, beam, window = self.state, self.head, self.beam, self.window
+        hyps = state.hyps
         batch_size, size = hyps.scores.shape
         flat = (self.rows * size + taken).view(-1)  # [B*K]
-        state = self.predictor.gather_state(self.state, flat)
-        projection = self.predictor_proj[flat]
-        scorer_state = self.scoring.gather_state(self.scorer_state, flat)
-        pending = self.pending.gather(1, taken).view(-1)
+        predictor_state = self.predictor.gather_state(state.predictor_state, flat)
+        projection = state.predictor_proj[flat]
+        scorer_state = self.scoring.gather_state(state.scorer_state, flat)
+        pending = state.pending.gather(1, taken).view(-1)
         feed = (pending >= 0) & valid.view(-1)
         if bool(feed.any()):
-            fed_state, fed_projection = step_rows(self.predictor, self.joint, pending, state, feed,
+            fed_state, fed_projection = step_rows(self.predictor, self.joint, pending, predictor_state, feed,
                                                   head.predictor_blank_id)
-            self.stats.predictor_calls += 1
-            state = self.predictor.select_state(feed, fed_state, state)
+            state.stats.predictor_calls += 1
+            predictor_state = self.predictor.select_state(feed, fed_state, predictor_state)
             projection = torch.where(feed.unsqueeze(1), fed_projection, projection)
             scorer_state = self.scoring.advance(scorer_state, pending, feed)
-        self.fed = (state, projection, scorer_state)
 
         positions = t + torch.arange(window, device=t.device)  # [B, n]
         inside = (positions < self.lengths).repeat_interleave(beam, dim=0)  # [B*K, n]
-        frames = self.encoder_proj[self.rows, positions.clamp(max=self.max_time - 1)]  # [B, n, J]
+        frames = state.encoder_proj[self.rows, positions.clamp(max=self.max_time - 1)]  # [B, n, J]
         frames = frames.repeat_interleave(beam, dim=0)  # [B*K, n, J]
         scored = self.scoring(self.joint.combine(frames, projection.unsqueeze(1)), self.scoring.context(scorer_state))
-        self.stats.joint_calls += 1
+        state.stats.joint_calls += 1
         count = inside.shape[0]
 
         def blank_runs(values: torch.Tensor) -> torch.Tensor:
@@ -188,7 +209,8 @@ class _WindSearch:
             "bank": torch.ones_like(token),
             "rows": torch.arange(count, device=top.device).unsqueeze(1).expand(-1, width),
         }
-        return {name: value.reshape(batch_size, beam * width) for name, value in new.items()}
+        return ({name: value.reshape(batch_size, beam * width) for name, value in new.items()},
+                (predictor_state, projection, scorer_state))
 
     def _merge(self, store: dict[str, torch.Tensor]) -> None:
         """Merge equal entries (same tokens at the same frame with the same tokens there, or both finished)."""
@@ -212,25 +234,29 @@ class _WindSearch:
         rank = (same & ranks_ahead(scores)).sum(dim=1)  # entries of the same frame ahead of each one
         store["scores"] = scores.masked_fill(rank >= self.beam, -torch.inf)
 
-    def _write(self, chosen: dict[str, torch.Tensor]) -> None:
-        """Make ``chosen [B, P]`` the store: tree nodes, per-slot fields and predictor states."""
-        hyps = self.hyps
+    def _write(self, chosen: dict[str, torch.Tensor], fed: tuple[PredictorState, torch.Tensor, tuple]) -> None:
+        """Make ``chosen [B, P]`` the store: tree nodes, per-slot fields and predictor states (bank 0: the store's,
+        bank 1: ``fed``, those of the hypotheses expanded this round)."""
+        state = self.state
+        hyps = state.hyps
         hyps.reorder(chosen["parents"])
         hyps.add_step(chosen["parents"], chosen["tokens"], chosen["timestamps"], torch.zeros_like(chosen["tokens"]),
                       chosen["logprobs"])
         hyps.scores, hyps.am_scores = chosen["scores"], chosen["am_scores"]
         hyps.time, hyps.tokens_at_frame = chosen["time"], chosen["tokens_at_frame"]
-        self.pending = chosen["pending"]
+        state.pending = chosen["pending"]
         from_fed = (chosen["bank"] == 1).view(-1)
         rows = chosen["rows"].view(-1)
         fed_rows, old_rows = rows.masked_fill(~from_fed, 0), rows.masked_fill(from_fed, 0)
-        state, projection, scorer_state = self.fed
-        self.state = self.predictor.select_state(from_fed, self.predictor.gather_state(state, fed_rows),
-                                                 self.predictor.gather_state(self.state, old_rows))
-        self.predictor_proj = torch.where(from_fed.unsqueeze(1), projection[fed_rows], self.predictor_proj[old_rows])
-        self.scorer_state = self.scoring.select_state(from_fed, self.scoring.gather_state(scorer_state, fed_rows),
-                                                      self.scoring.gather_state(self.scorer_state, old_rows))
+        fed_state, fed_projection, fed_scorer_state = fed
+        state.predictor_state = self.predictor.select_state(
+            from_fed, self.predictor.gather_state(fed_state, fed_rows),
+            self.predictor.gather_state(state.predictor_state, old_rows))
+        state.predictor_proj = torch.where(from_fed.unsqueeze(1), fed_projection[fed_rows],
+                                           state.predictor_proj[old_rows])
+        state.scorer_state = self.scoring.select_state(from_fed, self.scoring.gather_state(fed_scorer_state, fed_rows),
+                                                       self.scoring.gather_state(state.scorer_state, old_rows))
 
     def nbest(self) -> list[list[Hypothesis]]:
         """Each utterance's ``nbest`` best finished hypotheses, best first."""
-        return self.hyps.best(self.options.nbest, self.options.length_norm)
+        return self.state.hyps.best(self.options.nbest, self.options.length_norm)

@@ -20,8 +20,6 @@ import torch
 
 from transdec.protocol import DecodingModel
 
-#: The ``cuda_graphs`` settings of the searches that run under CUDA graphs (label-looping, ALSD++).
-GRAPH_MODES = ("auto", "while_loops", "step_graphs", "off")
 MIN_FRAME_BUCKET = 64
 #: Graph sets kept per model (each holds its buffers and graphs); the oldest goes first.
 MAX_CACHED_SHAPES = 16
@@ -67,11 +65,6 @@ def capture_graph(steps: Callable[[], object], pool: Any, stream: torch.cuda.Str
     with torch.cuda.graph(graph, pool=pool, stream=stream, capture_error_mode="thread_local"):
         steps()
     return graph
-
-
-def check_graph_mode(mode: str) -> None:
-    if mode not in GRAPH_MODES:
-        raise ValueError(f"cuda_graphs must be one of {GRAPH_MODES}, got {mode!r}")
 
 
 def frame_bucket(max_time: int) -> int:

@@ -17,7 +17,7 @@ The encoder projection is computed once for the batch and the predictor projecti
 step (paper, Sec. 3.4). All bookkeeping is masked tensor updates; the only host syncs are the loop
 conditions, and :class:`LabelLoopingSearch` splits the loops into four straight-line steps so that on
 CUDA they can be captured as graphs and the loops run on the device
-(:mod:`transdec.decoding.cuda.label_looping_graphs`).
+(:mod:`transdec.decoding.greedy.label_looping_graphs`).
 """
 
 from __future__ import annotations
@@ -32,15 +32,14 @@ from transdec.decoding.batched_hyps import BatchedHyps
 from transdec.decoding.compute_dtype import in_compute_dtype
 from transdec.decoding.cuda import greedy_kernels
 from transdec.decoding.emissions import Emissions, GreedyHead, lookup_tables
-from transdec.decoding.cuda.graph_cache import GRAPH_MODES, check_graph_mode
-from transdec.decoding.cuda.in_place import set_state
+from transdec.decoding.cuda.in_place import copy_of, set_state
 from transdec.decoding.inputs import checked_lengths
-from transdec.decoding.options import WINDOW_HELP, WindOptions, option
+from transdec.decoding.options import WINDOW_HELP, GraphOptions, WindOptions, option
 from transdec.decoding.registry import takes_options
 from transdec.decoding.results import DecodingResult, DecodingStats
-from transdec.decoding.scoring import Fusion, Scoring
+from transdec.decoding.scoring import Fusion, Scoring, ScorerState
 from transdec.decoding.greedy.wind_window import WindowSkipper
-from transdec.protocol import DecodingModel, Joint
+from transdec.protocol import DecodingModel, Joint, PredictorState
 
 #: The dtypes ``compute_dtype`` may name on the command line.
 COMPUTE_DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16": torch.float16,
@@ -48,20 +47,16 @@ COMPUTE_DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16":
 
 
 @dataclasses.dataclass(frozen=True)
-class LabelLoopingOptions(WindOptions):
+class LabelLoopingOptions(WindOptions, GraphOptions):
     """Options of batched label-looping greedy decoding (none of them changes the output)."""
 
     window_size: int = option(1, WINDOW_HELP)
-    cuda_graphs: str = option("auto", "on a GPU: 'while_loops' (one graph per decode), 'step_graphs' (a graph per "
-                                      "loop step), 'off', or 'auto' (the fastest that works here)",
-                              choices=GRAPH_MODES)
     compute_dtype: torch.dtype | None = option(None, "run the predictor and joint in this dtype (scores stay in "
                                                      "the encoder output's; default: the encoder output's)",
                                                choices=COMPUTE_DTYPES)
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        check_graph_mode(self.cuda_graphs)
         if self.compute_dtype is not None and self.compute_dtype not in COMPUTE_DTYPES.values():
             raise ValueError(f"compute_dtype must be one of {sorted(COMPUTE_DTYPES)} or None, got {self.compute_dtype}")
 
@@ -75,7 +70,7 @@ def greedy_label_looping(model: DecodingModel, encoder_out: torch.Tensor, length
     ``window_size > 1`` scores that many frames per joint call while looking for the next label (WIND, see
     :mod:`transdec.decoding.greedy.wind_window`); the output is identical for every window size.
 
-    ``cuda_graphs`` (CUDA only; see :mod:`transdec.decoding.cuda.label_looping_graphs`): ``"while_loops"`` runs
+    ``cuda_graphs`` (CUDA only; see :mod:`transdec.decoding.greedy.label_looping_graphs`): ``"while_loops"`` runs
     the whole decode as one CUDA graph with device-side loops, ``"step_graphs"`` replays a graph per loop
     step from a host loop, ``"off"`` runs the steps eagerly, ``"auto"`` takes the fastest that works here.
     The output is identical in every mode.
@@ -97,7 +92,7 @@ def greedy_label_looping(model: DecodingModel, encoder_out: torch.Tensor, length
         raise ValueError(f"cuda_graphs={cuda_graphs!r} takes only graph-safe fusions (such as the n-gram LM); "
                          "use 'auto' or 'off'")
     if encoder_out.device.type == "cuda" and cuda_graphs != "off" and scoring.graph_safe:
-        from transdec.decoding.cuda.label_looping_graphs import decode_with_graphs
+        from transdec.decoding.greedy.label_looping_graphs import decode_with_graphs
 
         result = decode_with_graphs(model, encoder_out, lengths, max_symbols_per_frame, window_size, cuda_graphs,
                                     compute_dtype, scoring.fusions)
@@ -107,6 +102,41 @@ def greedy_label_looping(model: DecodingModel, encoder_out: torch.Tensor, length
                                 compute_dtype=compute_dtype, scoring=scoring)
     search.run()
     return search.result()
+
+
+@dataclasses.dataclass(slots=True)
+class LabelLoopingState:
+    """Everything label-looping carries from one step to the next, for ``B`` rows; the search's configuration
+    (model parts, options, the input buffers ``encoder_out`` and ``lengths``) is not in it.
+
+    :meth:`LabelLoopingSearch.start` makes it and the steps update it, field by field
+    (:func:`~transdec.decoding.cuda.in_place.set_state`). With ``in_place`` every tensor in it is the one the first
+    ``start()`` made, written into from then on and never rebound: CUDA graphs captured the steps on them.
+
+    Between two steps this is the whole decode so far: suspending a search means keeping this object, resuming it
+    giving it back to a search of the same configuration; ``encoder_proj`` is the one field made from the input
+    frames, which a search resumed on new frames makes anew.
+    """
+
+    hyps: BatchedHyps  # the labels so far ([B, L] each; L fixed with in_place) and each row's path score [B]
+    encoder_proj: torch.Tensor  # [B, T, J] (compute dtype): the encoder output projected for the joint
+    time: torch.Tensor  # [B] long: each row's frame
+    tokens_at_frame: torch.Tensor  # [B] long: tokens emitted at `time` since it last moved
+    labels: torch.Tensor  # [B] long: the next predictor input, each row's last label (the blank at first and once done)
+    predictor_state: PredictorState  # B rows; begin_label() advances it by `labels`
+    scorer_state: tuple[ScorerState, ...]  # each fusion's state, B rows, after every recorded label
+    active: torch.Tensor  # [B] bool: rows with frames left
+    active_any: torch.Tensor  # [] bool: the outer loop's condition (in place: a view of `flags`)
+    stats: DecodingStats | None = None  # without in_place: predictor and joint calls, counted on the host
+    calls: torch.Tensor | None = None  # [2] long, in place only: predictor and joint calls, counted on the device
+    flags: torch.Tensor | None = None  # [2] bool, in place only: active_any and searching_any, read back at once
+    # Set by begin_label() (in place, searching_any is a view of `flags` from the start):
+    searching_any: torch.Tensor | None = None  # [] bool: the inner loop's condition
+    searching: torch.Tensor | None = None  # [B] bool: rows still looking for their next label
+    predictor_proj: torch.Tensor | None = None  # [B, J]: the predictor output after `labels`, projected
+    context: tuple[torch.Tensor, ...] | None = None  # each fusion's token log-probs [B, V]
+    # Set by search_step() (with the fused kernels, their buffers, greedy_kernels.found_buffers, from the start):
+    found: Emissions | dict[str, torch.Tensor] | None = None  # each row's emission at its frame, [B] per field
 
 
 class LabelLoopingSearch:
@@ -119,11 +149,12 @@ class LabelLoopingSearch:
                 search_step()          # one joint pass over blanks
             end_label()                # record each row's label, move its frame
 
-    :meth:`run` is that loop on the host. The steps only touch tensors and never read them back, so with
-    ``in_place=True`` (every update written into the tensors made by the first :meth:`start`, with call
-    counts on the device) CUDA graphs can capture them and replay them on new inputs written into
-    ``encoder_out`` and ``lengths``. Without it, updates rebind attributes, which costs fewer operations on
-    the CPU.
+    :meth:`run` is that loop on the host; the loop conditions are fields of :attr:`state`
+    (:class:`LabelLoopingState`), which holds everything the steps carry. The steps only touch tensors and never
+    read them back, so with ``in_place=True`` (every update written into the tensors made by the first
+    :meth:`start`, with call counts on the device) CUDA graphs can capture them and replay them on new inputs
+    written into ``encoder_out`` and ``lengths``. Without it, updates rebind the state's fields, which costs
+    fewer operations on the CPU.
 
     ``hyps`` then has a fixed capacity of ``T * max_symbols_per_frame + 1`` labels per row, the most any
     decode can emit (each label either moves time or counts towards the limit).
@@ -154,102 +185,123 @@ class LabelLoopingSearch:
         if fused and not self.scoring.acoustic_only:
             raise ValueError("the fused kernels score without fusions")
         self.fused = fused
-        batch_size, max_time, _ = encoder_out.shape
-        device = encoder_out.device
-        self.read = GreedyHead(self.scoring, device)
+        max_time = encoder_out.shape[1]
+        self.read = GreedyHead(self.scoring, encoder_out.device)
         if fused:
-            self.found = greedy_kernels.found_buffers(batch_size, encoder_out.dtype, device)
-            self.tables = lookup_tables(self.head, device)
+            self.tables = lookup_tables(self.head, encoder_out.device)
         if in_place:
             if max_symbols_per_frame is None:
                 raise ValueError("in-place label-looping needs a max_symbols_per_frame to bound the hypotheses")
-            capacity = max_time * max_symbols_per_frame + 1
-            self.calls = torch.zeros(2, dtype=torch.long, device=device)  # predictor, joint
-            flags = torch.zeros(2, dtype=torch.bool, device=device)
-            self.flags, self.active_any, self.searching_any = flags, flags[0], flags[1]
+            self.capacity = max_time * max_symbols_per_frame + 1
         else:
-            capacity = max_time
-        self.hyps = BatchedHyps(batch_size, capacity, device, encoder_out.dtype, fixed_capacity=in_place)
-        self.stats = DecodingStats()
-        self.skipper: _BlankSkipper | WindowSkipper | None = None
+            self.capacity = max_time
+        args = (self.read, self.joint, lengths, max_symbols_per_frame, max_time)
+        self.skipper = _BlankSkipper(*args) if window_size == 1 else WindowSkipper(*args, window_size)
+        self.state: LabelLoopingState | None = None  # made by start()
 
     def run(self) -> None:
         """Decode on the host: the loops read ``active_any`` / ``searching_any`` back at every pass."""
         self.start()
-        while bool(self.active_any):
+        while bool(self.state.active_any):
             self.begin_label()
             while True:
                 self.search_step()
-                if not bool(self.searching_any):
+                if not bool(self.state.searching_any):
                     break
             self.end_label()
 
     def result(self) -> DecodingResult:
+        state = self.state
         if self.in_place:
-            predictor_calls, joint_calls = self.calls.tolist()
+            predictor_calls, joint_calls = state.calls.tolist()
             stats = DecodingStats(predictor_calls=predictor_calls, joint_calls=joint_calls)
-            return DecodingResult(self.hyps.trimmed_copy(), stats)
-        return DecodingResult(self.hyps, self.stats)
+            return DecodingResult(state.hyps.trimmed_copy(), stats)
+        return DecodingResult(state.hyps, state.stats)
 
     def start(self) -> None:
-        """Project the encoder output, reset the hypotheses and put every row at frame 0."""
+        """Project the encoder output, empty the hypotheses and put every row at frame 0: a new :attr:`state`, or
+        with ``in_place`` after the first call, the same one written over."""
         batch_size, device = self.encoder_out.shape[0], self.encoder_out.device
         encoder_out = self.encoder_out if self.compute_dtype is None else self.encoder_out.to(self.compute_dtype)
-        self._set("encoder_proj", self.joint.project_encoder(encoder_out))  # [B, T, J]
-        if self.skipper is None or not self.in_place:
-            args = (self.read, self.joint, self.encoder_proj, self.lengths, self.hyps, self.max_symbols_per_frame)
-            self.skipper = _BlankSkipper(*args) if self.window_size == 1 else WindowSkipper(*args, self.window_size)
-        self.hyps.reset()
-        self._set("time", torch.zeros(batch_size, dtype=torch.long, device=device))  # each row's frame
-        self._set("tokens_at_frame", torch.zeros_like(self.time))  # tokens emitted at `time` since it moved
-        self._set("labels", torch.full_like(self.time, self.head.predictor_blank_id))
-        self._set("state", self.predictor.initial_state(batch_size))
-        self._set("scorer_state", self.scoring.initial_state(batch_size, device))
-        self._set("active", self.time < self.lengths)
-        self._set("active_any", self.active.any())
-        if self.in_place:
-            self.calls.zero_()
+        encoder_proj = self.joint.project_encoder(encoder_out)
+        time = torch.zeros(batch_size, dtype=torch.long, device=device)
+        active = time < self.lengths
+        initial = {
+            "encoder_proj": encoder_proj,
+            "time": time,
+            "tokens_at_frame": torch.zeros_like(time),
+            "labels": torch.full_like(time, self.head.predictor_blank_id),
+            "predictor_state": self.predictor.initial_state(batch_size),
+            "scorer_state": self.scoring.initial_state(batch_size, device),
+            "active": active,
+            "active_any": active.any(),
+        }
+        if self.state is None or not self.in_place:
+            self.state = self._new_state(initial)
+            return
+        self.state.hyps.reset()
+        self.state.calls.zero_()
+        for name, value in initial.items():
+            self._set(name, value)
+
+    def _new_state(self, initial: dict[str, Any]) -> LabelLoopingState:
+        """The state :meth:`start` makes from its ``initial`` fields; with ``in_place``, on copies of them (no two
+        fields share memory), the loop flags and counters on the device and fixed-capacity hypotheses."""
+        batch_size, device, dtype = self.encoder_out.shape[0], self.encoder_out.device, self.encoder_out.dtype
+        if not self.in_place:
+            return LabelLoopingState(BatchedHyps(batch_size, self.capacity, device, dtype), **initial,
+                                     stats=DecodingStats())
+        flags = torch.zeros(2, dtype=torch.bool, device=device)
+        flags[0].copy_(initial["active_any"])
+        copies = {name: copy_of(value) for name, value in initial.items() if name != "active_any"}
+        return LabelLoopingState(
+            BatchedHyps(batch_size, self.capacity, device, dtype, fixed_capacity=True), **copies, active_any=flags[0],
+            calls=torch.zeros(2, dtype=torch.long, device=device), flags=flags, searching_any=flags[1],
+            found=greedy_kernels.found_buffers(batch_size, dtype, device) if self.fused else None,
+        )
 
     def begin_label(self) -> None:
         """Advance the predictor by every row's last label; every active row starts searching."""
-        predictor_out, state = self.predictor.step(self.labels, self.state)
-        self._set("state", state)
+        state = self.state
+        predictor_out, predictor_state = self.predictor.step(state.labels, state.predictor_state)
+        self._set("predictor_state", predictor_state)
         self._set("predictor_proj", self.joint.project_predictor(predictor_out))  # [B, J]
-        self._set("context", self.scoring.context(self.scorer_state))
-        self._set("searching", self.active)
-        self._set("searching_any", self.active_any)
+        self._set("context", self.scoring.context(state.scorer_state))
+        self._set("searching", state.active)
+        self._set("searching_any", state.active_any)
         self._count(0)
 
     def search_step(self) -> None:
         """One joint pass: searching rows move over blanks; ``found`` holds each row's emission at its frame."""
         self._count(1)
+        state = self.state
         if self.fused:
-            logits = self.skipper.logits(self.predictor_proj, self.time)
+            logits = self.skipper.logits(state.encoder_proj, state.predictor_proj, state.time)
             greedy_kernels.search_pass(self.head, logits.view(logits.shape[0], -1, logits.shape[-1]), *self.tables,
-                                       self.time, self.lengths, self.tokens_at_frame, self.hyps.scores,
-                                       self.searching, self.found, self.max_symbols_per_frame)
-            self._set("searching_any", self.searching.any())
+                                       state.time, self.lengths, state.tokens_at_frame, state.hyps.scores,
+                                       state.searching, state.found, self.max_symbols_per_frame)
+            self._set("searching_any", state.searching.any())
             return
-        found, searching = self.skipper.step(self.predictor_proj, self.context, self.time, self.tokens_at_frame,
-                                             self.searching)
+        found, searching = self.skipper.step(state)
         self._set("found", found)
         self._set("searching", searching)
         self._set("searching_any", searching.any())
 
     def end_label(self) -> None:
         """Record the label of each row that found one before its end, and move its frame as the label says."""
+        state = self.state
         if self.fused:
-            greedy_kernels.end_label(self.head, self.found, self.time, self.lengths, self.tokens_at_frame,
-                                     self.active, self.labels, self.hyps)
-            self._set("active_any", self.active.any())
+            greedy_kernels.end_label(self.head, state.found, state.time, self.lengths, state.tokens_at_frame,
+                                     state.active, state.labels, state.hyps)
+            self._set("active_any", state.active.any())
             return
-        found, time = self.found, self.time
+        found, time = state.found, state.time
         active = time < self.lengths
-        self.hyps.add_labels(active, found.labels, time, found.durations, found.label_logprobs)
-        self.hyps.add_scores(active, found.scores)
-        self._set("scorer_state", self.scoring.advance(self.scorer_state, found.labels, active))
+        state.hyps.add_labels(active, found.labels, time, found.durations, found.label_logprobs)
+        state.hyps.add_scores(active, found.scores)
+        self._set("scorer_state", self.scoring.advance(state.scorer_state, found.labels, active))
         stays = active & (found.advance == 0)
-        self._set("tokens_at_frame", torch.where(stays, self.tokens_at_frame + 1, 0))
+        self._set("tokens_at_frame", torch.where(stays, state.tokens_at_frame + 1, 0))
         time += torch.where(active, found.advance, 0)
         active = time < self.lengths
         self._set("active", active)
@@ -258,55 +310,50 @@ class LabelLoopingSearch:
         self._set("active_any", active.any())
 
     def _set(self, name: str, value: Any) -> None:
-        set_state(self, name, value, self.in_place)
+        set_state(self.state, name, value, self.in_place)
 
     def _count(self, which: int) -> None:
         """Count a predictor (0) or joint (1) call. On the device, only calls made while rows were left count,
         so that steps replayed past the end of the decode (see ``step_graphs``) count nothing."""
+        state = self.state
         if self.in_place:
-            self.calls[which] += self.flags[which]
+            state.calls[which] += state.flags[which]
         elif which == 0:
-            self.stats.predictor_calls += 1
+            state.stats.predictor_calls += 1
         else:
-            self.stats.joint_calls += 1
+            state.stats.joint_calls += 1
 
 
 class _BlankSkipper:
     """The inner loop's pass: moves each searching utterance over one blank."""
 
-    def __init__(
-        self, read: GreedyHead, joint: Joint, encoder_proj: torch.Tensor, lengths: torch.Tensor, hyps: BatchedHyps,
-        max_symbols_per_frame: int | None,
-    ) -> None:
+    def __init__(self, read: GreedyHead, joint: Joint, lengths: torch.Tensor, max_symbols_per_frame: int | None,
+                 max_time: int) -> None:
         self.read = read
         self.joint = joint
-        self.encoder_proj = encoder_proj
         self.lengths = lengths
-        self.hyps = hyps
         self.max_symbols = max_symbols_per_frame
-        self.rows = torch.arange(encoder_proj.shape[0], device=encoder_proj.device)
-        self.last_frame = max(encoder_proj.shape[1] - 1, 0)
+        self.rows = torch.arange(lengths.shape[0], device=lengths.device)
+        self.last_frame = max(max_time - 1, 0)
 
-    def logits(self, predictor_proj: torch.Tensor, time: torch.Tensor) -> torch.Tensor:
+    def logits(self, encoder_proj: torch.Tensor, predictor_proj: torch.Tensor, time: torch.Tensor) -> torch.Tensor:
         """Joint logits ``[B, C]`` of each row at its frame (the last frame for rows past the end)."""
-        frames = self.encoder_proj[self.rows, time.clamp(max=self.last_frame)]  # [B, J]
+        frames = encoder_proj[self.rows, time.clamp(max=self.last_frame)]  # [B, J]
         return self.joint.combine(frames, predictor_proj)
 
-    def step(
-        self, predictor_proj: torch.Tensor, context: tuple[torch.Tensor, ...], time: torch.Tensor,
-        tokens_at_frame: torch.Tensor, searching: torch.Tensor
-    ) -> tuple[Emissions, torch.Tensor]:
-        """Score every row at its frame (``context``: the rows' scoring context); move ``time`` (in place) over
-        the blank for the ``searching`` rows.
+    def step(self, state: LabelLoopingState) -> tuple[Emissions, torch.Tensor]:
+        """Score every row at its frame; move ``state.time`` (in place) over the blank for the searching rows, and
+        add its log-prob to their scores.
 
         Returns the emissions at each row's frame before the move and the rows still searching. A row that
         found its label in an earlier pass is scored again, on the same frame and predictor output, in
         every later pass, so the last pass holds every row's label and no per-field merging is needed.
         """
+        time, tokens_at_frame = state.time, state.tokens_at_frame
         forced = None if self.max_symbols is None else tokens_at_frame >= self.max_symbols
-        emissions = self.read(self.logits(predictor_proj, time), context, forced)
-        on_blank = searching & emissions.is_blank
-        self.hyps.add_scores(on_blank, emissions.scores)
+        emissions = self.read(self.logits(state.encoder_proj, state.predictor_proj, time), state.context, forced)
+        on_blank = state.searching & emissions.is_blank
+        state.hyps.add_scores(on_blank, emissions.scores)
         time += torch.where(on_blank, emissions.advance, 0)
         tokens_at_frame.masked_fill_(on_blank, 0)
         return emissions, on_blank & (time < self.lengths)

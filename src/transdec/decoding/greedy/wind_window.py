@@ -31,12 +31,15 @@ reference. The tests check every head for windows 1 to 64.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import torch
 
-from transdec.decoding.batched_hyps import BatchedHyps
 from transdec.decoding.emissions import Emissions, GreedyHead
 from transdec.protocol import Joint
+
+if TYPE_CHECKING:
+    from transdec.decoding.greedy.label_looping import LabelLoopingState
 
 
 def max_advance(read: GreedyHead) -> int:
@@ -47,45 +50,44 @@ def max_advance(read: GreedyHead) -> int:
 class WindowSkipper:
     """Label-looping's inner-loop pass with a window: looks for each searching row's next label in ``w`` frames."""
 
-    def __init__(self, read: GreedyHead, joint: Joint, encoder_proj: torch.Tensor, lengths: torch.Tensor,
-                 hyps: BatchedHyps, max_symbols_per_frame: int | None, window: int) -> None:
+    def __init__(self, read: GreedyHead, joint: Joint, lengths: torch.Tensor, max_symbols_per_frame: int | None,
+                 max_time: int, window: int) -> None:
         self.read = read
         self.max_symbols = max_symbols_per_frame
         self.joint = joint
-        self.encoder_proj = encoder_proj
         self.lengths = lengths
-        self.hyps = hyps
         self.window = window
-        device = encoder_proj.device
-        self.rows = torch.arange(encoder_proj.shape[0], device=device).unsqueeze(1)  # [B, 1]
+        device = lengths.device
+        self.rows = torch.arange(lengths.shape[0], device=device).unsqueeze(1)  # [B, 1]
         self.offsets = torch.arange(window, device=device)  # [w]
         # Chain positions: the window, then where a jump from its last position can land.
         self.positions = torch.arange(window + max_advance(read), device=device)  # [M]
         self.doublings = math.ceil(math.log2(window)) if window > 1 else 0
         # RNN-T blanks all move one frame, so its chain is simply the run of leading blanks.
         self._chain_end = self._first_non_blank if read.head.kind == "rnnt" else self._follow_jumps
-        self.last_frame = max(encoder_proj.shape[1] - 1, 0)
+        self.last_frame = max(max_time - 1, 0)
 
-    def logits(self, predictor_proj: torch.Tensor, time: torch.Tensor) -> torch.Tensor:
+    def logits(self, encoder_proj: torch.Tensor, predictor_proj: torch.Tensor, time: torch.Tensor) -> torch.Tensor:
         """Joint logits ``[B, w, C]`` of frames ``time .. time + w - 1`` of each row (clipped to the last frame)."""
         frame_index = (time.unsqueeze(1) + self.offsets).clamp(max=self.last_frame)  # [B, w]
-        return self.joint.combine(self.encoder_proj[self.rows, frame_index], predictor_proj.unsqueeze(1))
+        return self.joint.combine(encoder_proj[self.rows, frame_index], predictor_proj.unsqueeze(1))
 
-    def step(self, predictor_proj: torch.Tensor, context: tuple[torch.Tensor, ...], time: torch.Tensor,
-             tokens_at_frame: torch.Tensor, searching: torch.Tensor) -> tuple[Emissions, torch.Tensor]:
-        """Same contract as plain label-looping's pass: moves ``time`` (in place) over the blanks of one
-        window for the ``searching`` rows, adds their log-probs to the scores, and returns the emission at
-        each row's new ``time`` (a label where the row found one) and the rows still searching."""
+    def step(self, state: LabelLoopingState) -> tuple[Emissions, torch.Tensor]:
+        """Same contract as plain label-looping's pass: moves ``state.time`` (in place) over the blanks of one
+        window for the searching rows, adds their log-probs to the scores, and returns the emission at each
+        row's new frame (a label where the row found one) and the rows still searching."""
         w = self.window
+        time, tokens_at_frame, searching = state.time, state.tokens_at_frame, state.searching
         inside = time.unsqueeze(1) + self.offsets < self.lengths.unsqueeze(1)  # [B, w]
         # The forced blank (after max_symbols_per_frame tokens at a frame) can only be at the window's start.
         forced = None if self.max_symbols is None else (
             (tokens_at_frame >= self.max_symbols).unsqueeze(1) & (self.offsets == 0))
-        emissions = self.read(self.logits(predictor_proj, time), context, forced)  # fields [B, w]
+        emissions = self.read(self.logits(state.encoder_proj, state.predictor_proj, time), state.context,
+                              forced)  # fields [B, w]
 
         step_blank = inside & emissions.is_blank
         end, crossed = self._chain_end(step_blank, emissions)
-        self.hyps.add_scores(searching, crossed)
+        state.hyps.add_scores(searching, crossed)
         time += torch.where(searching, end, 0)
         tokens_at_frame.masked_fill_(searching & (end > 0), 0)
         at = end.clamp(max=w - 1).unsqueeze(1)

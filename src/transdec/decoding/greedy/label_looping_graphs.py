@@ -32,14 +32,9 @@ import torch
 
 from transdec.decoding.cuda import greedy_kernels
 from transdec.decoding.cuda.conditional_graphs import ConditionalGraph, While
-from transdec.decoding.cuda.graph_cache import FAILED_MODES as _FAILED_MODES
-from transdec.decoding.cuda.graph_cache import CudaGraphFallbackWarning  # noqa: F401  (its documented home)
-from transdec.decoding.cuda.graph_cache import cached as _cached
-from transdec.decoding.cuda.graph_cache import GraphedSearch, capture_graph, failure_reason, frame_bucket
-from transdec.decoding.cuda.graph_cache import mode_unavailable as _mode_unavailable
-from transdec.decoding.cuda.graph_cache import no_garbage_collection as _no_garbage_collection
-from transdec.decoding.cuda.graph_cache import warn_fallback as _warn
-from transdec.decoding.cuda.graph_cache import weights_version as _weights_version
+from transdec.decoding.cuda.graph_cache import (FAILED_MODES, GraphedSearch, cached, capture_graph, failure_reason,
+                                                 frame_bucket, mode_unavailable, no_garbage_collection, warn_fallback,
+                                                 weights_version)
 from transdec.decoding.greedy.label_looping import LabelLoopingSearch
 from transdec.decoding.results import DecodingResult
 from transdec.decoding.scoring import Fusion, Scoring
@@ -85,7 +80,7 @@ class GraphedLabelLooping(GraphedSearch):
         expected = _decisions(plain.result())
         stream = torch.cuda.Stream(device)
         stream.wait_stream(torch.cuda.current_stream(device))
-        with torch.cuda.stream(stream), _no_garbage_collection():
+        with torch.cuda.stream(stream), no_garbage_collection():
             self._load(sample, sample_lengths)
             self.search.run()
             pool = torch.cuda.graph_pool_handle()
@@ -103,7 +98,8 @@ class GraphedLabelLooping(GraphedSearch):
             capture_graph(step, pool, stream, keep=True)
             for step in (s.start, s.begin_label, s.search_step, s.end_label)
         )
-        loops = [start, While(s.active_any, [begin, While(s.searching_any, [search]), end])]
+        # The flags are the state's: made by the warm-up's start() and written in place ever since.
+        loops = [start, While(s.state.active_any, [begin, While(s.state.searching_any, [search]), end])]
         graph = ConditionalGraph(loops, self.device)
         self._run = graph.launch
 
@@ -136,7 +132,7 @@ def run_step_pieces(s: LabelLoopingSearch, first: Callable[[], None], search: Ca
     """The host loop of ``step_graphs``: one read of both loop flags per piece."""
     first()
     while True:
-        active_any, searching_any = s.flags.tolist()
+        active_any, searching_any = s.state.flags.tolist()
         if not active_any:
             return
         (search if searching_any else next_label)()
@@ -167,31 +163,31 @@ def decode_with_graphs(
     if batch_size == 0 or max_time == 0:
         return None
     if max_symbols_per_frame is None:
-        _warn("CUDA graphs need a max_symbols_per_frame (it bounds the hypotheses' storage)")
+        warn_fallback("CUDA graphs need a max_symbols_per_frame (it bounds the hypotheses' storage)")
         return None
     device = encoder_out.device
     frames = frame_bucket(max_time)
     fused_options = (True, False) if greedy_kernels.kernels_available(device) and not fusions else (False,)
     for candidate in ("while_loops", "step_graphs") if mode == "auto" else (mode,):
-        reason = _mode_unavailable(candidate, device)
+        reason = mode_unavailable(candidate, device)
         if reason is not None:
-            _warn(f"CUDA graph mode {candidate!r} is not usable here: {reason}")
+            warn_fallback(f"CUDA graph mode {candidate!r} is not usable here: {reason}")
             continue
         for fused in fused_options:
             variant = (candidate, fused, device)
-            reason = _FAILED_MODES.get(variant)
+            reason = FAILED_MODES.get(variant)
             if reason is None:
                 key = (candidate, fused, batch_size, frames, encoder_dim, encoder_out.dtype, compute_dtype, device,
-                       max_symbols_per_frame, window_size, tuple(fusions), _weights_version(model))
+                       max_symbols_per_frame, window_size, tuple(fusions), weights_version(model))
                 try:
-                    graphed = _cached(model, key, lambda: GraphedLabelLooping(
+                    graphed = cached(model, key, lambda: GraphedLabelLooping(
                         model, batch_size, frames, encoder_dim, encoder_out.dtype, device, max_symbols_per_frame,
                         window_size, candidate, fused, compute_dtype, fusions))
                     return graphed.decode(encoder_out, lengths)
                 except Exception as error:  # capture or graph building refused: any such failure means "fall back"
                     reason = failure_reason(error)
-                    _FAILED_MODES[variant] = reason
+                    FAILED_MODES[variant] = reason
             kernels = " with the fused kernels" if fused else ""
-            _warn(f"CUDA graph mode {candidate!r}{kernels} is not usable here: {reason}")
+            warn_fallback(f"CUDA graph mode {candidate!r}{kernels} is not usable here: {reason}")
     return None
 

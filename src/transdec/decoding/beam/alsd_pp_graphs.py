@@ -82,11 +82,13 @@ class GraphedAlsd(GraphedSearch):
             start_graph = capture_graph(self.search.start, pool, stream, keep)
             step_graph = capture_graph(self.search.step, pool, stream, keep)
         torch.cuda.current_stream(device).wait_stream(stream)
+        # The loop condition is the state's: made by the constructor's start() and written in place ever since.
+        active_any = self.search.state.active_any
         if mode == "while_loops":
-            whole = ConditionalGraph([start_graph, While(self.search.active_any, [step_graph])], device)
+            whole = ConditionalGraph([start_graph, While(active_any, [step_graph])], device)
             self._run = whole.launch
         else:
-            self._run = partial(_replay_steps, start_graph, step_graph, self.search.active_any)
+            self._run = partial(_replay_steps, start_graph, step_graph, active_any)
         got = _decisions(self.decode(sample, sample_lengths).nbest)
         if got != expected:
             raise RuntimeError(f"{mode} graphs decoded a test batch differently from eager decoding")
