@@ -94,6 +94,11 @@ class BatchedHyps:
         copy._length_bound = longest
         return copy
 
+    def recount(self) -> None:
+        """Bound the lengths by what the hypotheses hold (one host sync), instead of by the calls made so far:
+        for hypotheses that live through many decode calls (streams)."""
+        self._length_bound = int(self.lengths.max()) if self.batch_size else 0
+
     def _grow(self) -> None:
         def doubled(buffer: torch.Tensor) -> torch.Tensor:
             return torch.cat([buffer, torch.zeros_like(buffer)], dim=1)

@@ -1,0 +1,159 @@
+"""Greedy decoding of many streams at once, chunk by chunk, with the result of decoding each stream's frames whole.
+
+A :class:`GreedyStreams` holds up to ``S`` streams in slots. Each :meth:`~GreedyStreams.decode` call takes the
+frames that arrived since the last one and runs every stream as far as its frames go, all streams in one batch
+whatever their positions: a stream whose search reaches the end of its frames (a TDT duration or a big blank may
+jump past it) waits there with its whole search state, and goes on when the next chunk comes. Nothing is decided
+on frames that have not arrived, so the tokens, timestamps, durations and scores are those of
+:func:`~transdec.decoding.greedy.reference.greedy_reference` on all the stream's frames, for any chunking.
+
+Each step scores every stream standing at a received frame once: a blank moves it on, a token is recorded and
+its predictor steps (for the streams that emitted only). This is Algorithm 1 of the label-looping paper batched
+over streams at different frames, which is what streams at different positions need.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from transdec.decoding.batched_hyps import BatchedHyps
+from transdec.decoding.emissions import GreedyHead
+from transdec.decoding.options import GreedyOptions
+from transdec.decoding.results import DecodingStats, Hypothesis
+from transdec.decoding.scoring import Fusion, Scoring, ScorerState
+from transdec.protocol import DecodingModel, PredictorState
+
+
+@dataclass(slots=True)
+class StreamsState:
+    """Everything the streams carry from one :meth:`GreedyStreams.decode` call to the next, ``S`` slots."""
+
+    encoder_proj: torch.Tensor  # [S, C, J]: each slot's frames so far, projected for the joint (C grows)
+    received: torch.Tensor  # [S] long: frames received per slot
+    time: torch.Tensor  # [S] long: the frame each slot's search stands at (may lie past `received`)
+    tokens_at_frame: torch.Tensor  # [S] long: tokens emitted at `time` since it last moved
+    predictor_state: PredictorState  # S rows, after each slot's last token
+    predictor_proj: torch.Tensor  # [S, J]: the predictor output after each slot's last token, projected
+    scorer_state: tuple[ScorerState, ...]  # each fusion's state, S rows
+    hyps: BatchedHyps  # each slot's tokens so far and its path score
+    is_open: torch.Tensor  # [S] bool: slots holding a stream
+
+
+class GreedyStreams:
+    """Up to ``max_streams`` streams of one model, decoded greedily together as their frames arrive.
+
+    ``open()`` gives a free slot, ``accept(slot, frames [T, D])`` queues encoder frames, ``decode()`` advances every
+    stream over what it has, ``hypothesis(slot)`` is its result so far (final once its frames are all in and
+    decoded), ``close(slot)`` frees the slot.
+    """
+
+    def __init__(self, model: DecodingModel, max_streams: int, options: GreedyOptions | None = None,
+                 fusions: Sequence[Fusion] = (), device: torch.device | str = "cpu",
+                 dtype: torch.dtype = torch.float32) -> None:
+        if max_streams < 1:
+            raise ValueError(f"max_streams must be at least 1, got {max_streams}")
+        self.head, self.predictor, self.joint = model.head, model.predictor, model.joint
+        self.max_symbols = (options or GreedyOptions()).max_symbols_per_frame
+        self.device, self.dtype = torch.device(device), dtype
+        self.scoring = Scoring(self.head, fusions)
+        self.read = GreedyHead(self.scoring, self.device)
+        self.stats = DecodingStats()
+        self.rows = torch.arange(max_streams, device=self.device)
+        self._start = self._fresh_state(max_streams, capacity=1)
+        self.state = self._fresh_state(max_streams, capacity=1)
+
+    @torch.inference_mode()
+    def _fresh_state(self, slots: int, capacity: int) -> StreamsState:
+        """Every slot at its start: the predictor fed the start symbol, nothing received."""
+        start = torch.full((slots,), self.head.predictor_blank_id, dtype=torch.long, device=self.device)
+        out, predictor_state = self.predictor.step(start, self.predictor.initial_state(slots))
+        predictor_proj = self.joint.project_predictor(out)
+        zeros = torch.zeros(slots, dtype=torch.long, device=self.device)
+        return StreamsState(
+            encoder_proj=predictor_proj.new_zeros(slots, capacity, predictor_proj.shape[-1]),
+            received=zeros, time=zeros.clone(), tokens_at_frame=zeros.clone(), predictor_state=predictor_state,
+            predictor_proj=predictor_proj, scorer_state=self.scoring.initial_state(slots, self.device),
+            hyps=BatchedHyps(slots, 1, self.device, self.dtype), is_open=torch.zeros_like(zeros, dtype=torch.bool))
+
+    @torch.inference_mode()
+    def open(self) -> int:
+        """A free slot, reset to the start of a stream; ValueError when every slot is taken."""
+        free = (~self.state.is_open).nonzero().flatten().tolist()
+        if not free:
+            raise ValueError(f"all {len(self.rows)} streams are open; close one first")
+        slot = free[0]
+        state, start, mask = self.state, self._start, self.rows == slot
+        state.predictor_state = self.predictor.select_state(mask, start.predictor_state, state.predictor_state)
+        state.predictor_proj[slot] = start.predictor_proj[slot]
+        state.scorer_state = self.scoring.select_state(mask, start.scorer_state, state.scorer_state)
+        for field in (state.received, state.time, state.tokens_at_frame, state.hyps.lengths):
+            field[slot] = 0
+        state.hyps.scores[slot] = 0
+        state.is_open[slot] = True
+        return slot
+
+    @torch.inference_mode()
+    def close(self, slot: int) -> Hypothesis:
+        """Free ``slot``; returns its stream's hypothesis."""
+        hypothesis = self.hypothesis(slot)
+        self.state.is_open[slot] = False
+        return hypothesis
+
+    @torch.inference_mode()
+    def accept(self, slot: int, frames: torch.Tensor) -> None:
+        """Queue encoder frames ``[T, D]`` of the stream in ``slot``; they are decoded by the next :meth:`decode`."""
+        state = self.state
+        if not bool(state.is_open[slot]):
+            raise ValueError(f"stream slot {slot} is not open")
+        if frames.dim() != 2:
+            raise ValueError(f"frames must be [T, D], got {tuple(frames.shape)}")
+        start = int(state.received[slot])
+        end = start + frames.shape[0]
+        if end > state.encoder_proj.shape[1]:
+            grown = state.encoder_proj.new_zeros(state.encoder_proj.shape[0], max(end, 2 * state.encoder_proj.shape[1]),
+                                                 state.encoder_proj.shape[2])
+            grown[:, : state.encoder_proj.shape[1]] = state.encoder_proj
+            state.encoder_proj = grown
+        state.encoder_proj[slot, start:end] = self.joint.project_encoder(frames.to(self.device, self.dtype)[None])[0]
+        state.received[slot] = end
+
+    @torch.inference_mode()
+    def decode(self) -> None:
+        """Run every open stream as far as its received frames go (one batch for all of them)."""
+        state, head = self.state, self.head
+        last_frame = state.encoder_proj.shape[1] - 1
+        while True:
+            active = state.is_open & (state.time < state.received)  # [S]
+            if not bool(active.any()):
+                break
+            frames = state.encoder_proj[self.rows, state.time.clamp(max=last_frame)]  # [S, J]
+            forced = None if self.max_symbols is None else state.tokens_at_frame >= self.max_symbols
+            emissions = self.read(self.joint.combine(frames, state.predictor_proj),
+                                  self.scoring.context(state.scorer_state), forced)
+            self.stats.joint_calls += 1
+            emits = active & ~emissions.is_blank
+            state.hyps.add_scores(active, emissions.scores)
+            state.hyps.add_labels(emits, emissions.labels, state.time, emissions.durations, emissions.label_logprobs)
+            moves = active & (emissions.advance > 0)
+            state.tokens_at_frame = torch.where(moves, 0, state.tokens_at_frame + emits.long())
+            state.time = state.time + torch.where(active, emissions.advance, 0)
+            if bool(emits.any()):
+                labels = torch.where(emits, emissions.labels, head.predictor_blank_id)
+                out, stepped = self.predictor.step(labels, state.predictor_state)
+                self.stats.predictor_calls += 1
+                state.predictor_state = self.predictor.select_state(emits, stepped, state.predictor_state)
+                state.predictor_proj = torch.where(emits[:, None], self.joint.project_predictor(out),
+                                                   state.predictor_proj)
+                state.scorer_state = self.scoring.advance(state.scorer_state, emissions.labels, emits)
+        state.hyps.recount()
+
+    def hypothesis(self, slot: int) -> Hypothesis:
+        """The stream's tokens, timestamps (frames from its start), durations and score so far."""
+        hyps = self.state.hyps
+        length = int(hyps.lengths[slot])
+        return Hypothesis(hyps.tokens[slot, :length].tolist(), hyps.timestamps[slot, :length].tolist(),
+                          hyps.durations[slot, :length].tolist(), hyps.token_logprobs[slot, :length].tolist(),
+                          float(hyps.scores[slot]))

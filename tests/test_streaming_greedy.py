@@ -1,0 +1,75 @@
+"""Greedy decoding of streams chunk by chunk equals decoding each stream's frames whole (float64, CPU): for random
+chunkings (chunks of any size, 0 included, different per stream), streams joining late and slots reused."""
+
+import random
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from helpers import HEADS, MATRIX, BigramScorer, assert_same_hypotheses, encoder_batch, model_for
+from transdec.decoding import Fusion, GreedyOptions, greedy_reference
+from transdec.decoding.greedy.streaming import GreedyStreams
+
+
+def streamed(model, frames, lengths, max_symbols, chunk_seed, max_streams, fusions=()):
+    """Each utterance of the batch as a stream fed in random chunks, streams opened in turn as slots free up."""
+    rng = random.Random(chunk_seed)
+    streams = GreedyStreams(model, max_streams, GreedyOptions(max_symbols_per_frame=max_symbols), fusions,
+                            dtype=torch.float64)
+    waiting = list(range(len(lengths)))
+    running: dict[int, tuple[int, int]] = {}  # slot -> (utterance, frames fed)
+    results = {}
+    while waiting or running:
+        while waiting and len(running) < max_streams and rng.random() < 0.7:
+            utterance = waiting.pop(0)
+            running[streams.open()] = (utterance, 0)
+        for slot, (utterance, fed) in list(running.items()):
+            size = rng.choice([0, 1, 1, 2, 3, 7])
+            end = min(fed + size, lengths[utterance])
+            streams.accept(slot, frames[utterance, fed:end])
+            running[slot] = (utterance, end)
+        streams.decode()
+        for slot, (utterance, fed) in list(running.items()):
+            if fed == lengths[utterance]:
+                results[utterance] = streams.close(slot)
+                del running[slot]
+        if not running and waiting and rng.random() >= 0.7:  # nobody joined: make progress
+            running[streams.open()] = (waiting.pop(0), 0)
+    return [results[b] for b in range(len(lengths))]
+
+
+@pytest.mark.parametrize("kind, predictor, profile, max_symbols", MATRIX)
+@settings(max_examples=6, deadline=None)
+@given(lengths=st.lists(st.integers(0, 20), min_size=1, max_size=6), seed=st.integers(0, 2**16),
+       max_streams=st.integers(1, 4))
+def test_streams_equal_whole_decoding(kind, predictor, profile, max_symbols, lengths, seed, max_streams):
+    model = model_for(kind, predictor, profile)
+    frames, lengths_tensor = encoder_batch(lengths, seed=seed)
+    expected = greedy_reference(model, frames, lengths_tensor, max_symbols_per_frame=max_symbols).hypotheses()
+    assert_same_hypotheses(streamed(model, frames, lengths, max_symbols, seed, max_streams), expected)
+
+
+@pytest.mark.parametrize("kind", list(HEADS))
+@pytest.mark.parametrize("seed", range(3))
+def test_streams_with_a_fused_lm_equal_whole_decoding(kind, seed):
+    model = model_for(kind, "lstm", "label_heavy")
+    fusions = [Fusion(BigramScorer(model.head.num_tokens, seed), 0.5, token_bonus=0.3)]
+    lengths = [9, 0, 17, 4, 12]
+    frames, lengths_tensor = encoder_batch(lengths, seed=seed)
+    expected = greedy_reference(model, frames, lengths_tensor, max_symbols_per_frame=3, fusions=fusions).hypotheses()
+    assert_same_hypotheses(streamed(model, frames, lengths, 3, seed, 3, fusions), expected)
+
+
+def test_slots_and_inputs_are_checked():
+    model = model_for("rnnt", "lstm", "label_heavy")
+    streams = GreedyStreams(model, 1, dtype=torch.float64)
+    slot = streams.open()
+    with pytest.raises(ValueError, match="all 1 streams are open"):
+        streams.open()
+    with pytest.raises(ValueError, match=r"frames must be \[T, D\]"):
+        streams.accept(slot, torch.zeros(3))
+    streams.close(slot)
+    with pytest.raises(ValueError, match="not open"):
+        streams.accept(slot, torch.zeros(1, 16, dtype=torch.float64))
