@@ -72,7 +72,7 @@ def _search(model: DecodingModel, scoring: Scoring, frames: torch.Tensor, option
     head, joint = model.head, model.joint
     num_frames = frames.shape[0]
     encoder_proj = joint.project_encoder(frames.unsqueeze(0))[0]  # [T, J]
-    beam = [start_hyp(model, scoring, stats, frames.device)]
+    beam = [start_hyp(model, scoring, stats, frames.device, UtteranceHyp)]
     max_steps = None if options.max_length_ratio is None else num_frames + math.ceil(options.max_length_ratio * num_frames)
     step = 0
     while any(h.time < num_frames for h in beam) and (max_steps is None or step < max_steps):

@@ -46,7 +46,7 @@ H = TypeVar("H", bound=UtteranceHyp)
 
 
 def start_hyp(model: DecodingModel, scoring: Scoring, stats: DecodingStats, device: torch.device,
-              hyp_class: type[H] = UtteranceHyp) -> H:  # type: ignore[assignment]
+              hyp_class: type[H]) -> H:
     """The empty hypothesis, its predictor fed the start symbol."""
     start = hyp_class(state=model.predictor.initial_state(1), scorer_state=scoring.initial_state(1, device))
     feed(model, scoring, start, model.head.predictor_blank_id, stats, device)
