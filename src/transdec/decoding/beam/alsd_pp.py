@@ -19,6 +19,9 @@ On CUDA the search runs as CUDA graphs (:mod:`transdec.decoding.beam.alsd_pp_gra
 ``in_place=True`` :class:`AlsdSearch` writes every update into tensors made once, counts on the device and
 runs the predictor on every hypothesis, so a step never reads anything back, and its loop condition is a device
 flag. The results are the same in every mode.
+
+The step itself (:class:`AlsdSteps`) is shared with :class:`~transdec.decoding.beam.streaming.BeamStreams`, which
+runs it on streams whose frames arrive in chunks.
 """
 
 from __future__ import annotations
@@ -38,7 +41,6 @@ from transdec.decoding.registry import takes_options
 from transdec.decoding.results import DecodingResult, DecodingStats
 from transdec.decoding.scoring import Fusion, LabelScores, Scoring, ScorerState
 from transdec.protocol import DecodingModel, PredictorState
-
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,7 +90,7 @@ class AlsdState:
     """
 
     hyps: BatchedBeamHyps  # the beams [B, K]: scores, frames, tokens at the frame, and the tree of their tokens
-    encoder_proj: torch.Tensor  # [B, T, J]: the encoder output projected for the joint
+    encoder_proj: torch.Tensor  # [B, T, J]: the encoder output projected for the joint (streams: from an offset)
     predictor_state: PredictorState  # B*K rows: each hypothesis' predictor state after its last token
     predictor_proj: torch.Tensor  # [B*K, J]: each hypothesis' predictor output after its last token, projected
     scorer_state: tuple[ScorerState, ...]  # each fusion's state, B*K rows
@@ -98,102 +100,34 @@ class AlsdState:
     active_any: torch.Tensor | None = None  # [] bool, in place only: the loop condition (a live hypothesis has frames)
 
 
-class AlsdSearch:
-    """One batched search; :meth:`step` runs one search step, :meth:`run` all of them, and :attr:`state`
-    (:class:`AlsdState`) holds everything the steps carry.
+class AlsdSteps:
+    """The ALSD++ search step on the ``B x K`` hypotheses of an :class:`AlsdState` (:attr:`state`), whatever
+    supplies their frames: :class:`AlsdSearch` (whole utterances) and
+    :class:`~transdec.decoding.beam.streaming.BeamStreams` (streams, chunk by chunk) run the same step.
 
-    With ``in_place=True`` (which needs ``options.max_symbols_per_frame``) the steps only touch tensors and
-    never read them back: every update is copied into the tensors the first :meth:`start` made, call counts
-    and the loop condition ``state.active_any`` (a 0-dim bool) live on the device, and the predictor runs on every
-    hypothesis. A CUDA graph can then capture :meth:`start` and :meth:`step` and replay them on new inputs
-    written into ``encoder_out`` and ``lengths`` (:mod:`transdec.decoding.beam.alsd_pp_graphs`).
-
-    The hypotheses then get a fixed capacity of ``T * (m + 1)`` steps (``m = max_symbols_per_frame``): a step
-    runs only while some hypothesis is searching, and one searching at step ``n`` took an emission at each of the
-    ``n - 1`` steps before (a finished hypothesis only stays, and so do all hypotheses extending it). At any
-    one frame it took at most ``m + 1`` of them (``m`` tokens, then the forced blank), the last of which moved it
-    on, and it moved on at most ``T - 1`` times, each by a frame or more, as it is still below frame ``T``:
-    ``n - 1 <= (T - 1) * (m + 1) + m``, so ``n <= T * (m + 1)``.
-
-    Without ``in_place``, updates rebind the state's fields and the predictor runs on the hypotheses that emitted a
-    token only, which costs less on a CPU.
+    :meth:`expand` gives every active hypothesis its best emissions and keeps each utterance's ``beam_size`` best
+    candidates; :meth:`merge` then merges equal hypotheses. With ``in_place`` every update is copied into the
+    tensors of :attr:`state` (see :class:`AlsdSearch`).
     """
 
-    def __init__(self, model: DecodingModel, encoder_out: torch.Tensor, lengths: torch.Tensor,
-                 options: PruningOptions, scoring: Scoring, in_place: bool = False) -> None:
+    def __init__(self, model: DecodingModel, options: PruningOptions, scoring: Scoring, batch_size: int,
+                 device: torch.device, in_place: bool = False) -> None:
         # Only the parts: graph caches keyed on the model must not keep it alive.
         self.head, self.predictor, self.joint = model.head, model.predictor, model.joint
         self.options, self.scoring, self.in_place = options, scoring, in_place
-        self.encoder_out = encoder_out
-        batch_size, self.max_time, _ = encoder_out.shape
-        device = encoder_out.device
-        self.lengths = lengths.unsqueeze(1)  # [B, 1], a view: new lengths written into `lengths` reach it
         self.rows = torch.arange(batch_size, device=device).unsqueeze(1)  # [B, 1]
         self.advance_by_label, self.duration_values = lookup_tables(self.head, device)
-        if in_place:
-            if options.max_symbols_per_frame is None:
-                raise ValueError("an in-place ALSD++ search needs a max_symbols_per_frame to bound its steps")
-            self.capacity = max(self.max_time * (options.max_symbols_per_frame + 1), 1)
         self.state: AlsdState | None = None
-        self.start()
 
-    def start(self) -> None:
-        """Project the encoder output, put one empty hypothesis per utterance at frame 0 and feed the predictor
-        the start symbol: a new :attr:`state`, or with ``in_place`` after the first call, the same one written over.
-        The constructor calls it; call it again (in place) after writing new inputs."""
-        device = self.encoder_out.device
-        flat = self.rows.shape[0] * self.options.beam_size
-        encoder_proj = self.joint.project_encoder(self.encoder_out)  # [B, T, J]
-        start = torch.full((flat,), self.head.predictor_blank_id, dtype=torch.long, device=device)
-        out, predictor_state = self.predictor.step(start, self.predictor.initial_state(flat))
-        predictor_proj = self.joint.project_predictor(out)  # [B*K, J]
-        scorer_state = self.scoring.initial_state(flat, device)
-        initial = {"encoder_proj": encoder_proj, "predictor_state": predictor_state, "predictor_proj": predictor_proj,
-                   "scorer_state": scorer_state, "context": self.scoring.context(scorer_state)}
-        if self.state is None or not self.in_place:
-            self.state = self._new_state(initial)
-        else:
-            self.state.hyps.reset()
-            for name, value in initial.items():
-                self._set(name, value)
-        if self.in_place:
-            self.state.calls.zero_()
-            self.state.calls[0].fill_(1)
-            self._update_active_any()
-        else:
-            self.state.stats.predictor_calls += 1
-
-    def _new_state(self, initial: dict[str, Any]) -> AlsdState:
-        """The state :meth:`start` makes from its ``initial`` fields; with ``in_place``, on copies of them (no two
-        fields share memory), the counters and loop condition on the device and fixed-capacity hypotheses."""
-        batch_size, beam = self.rows.shape[0], self.options.beam_size
-        device, dtype = self.encoder_out.device, self.encoder_out.dtype
-        if not self.in_place:
-            return AlsdState(BatchedBeamHyps(batch_size, beam, device, dtype), **initial, stats=DecodingStats())
-        return AlsdState(BatchedBeamHyps(batch_size, beam, device, dtype, fixed_capacity=self.capacity),
-                         **{name: copy_of(value) for name, value in initial.items()},
-                         calls=torch.zeros(2, dtype=torch.long, device=device),
-                         active_any=torch.zeros((), dtype=torch.bool, device=device))
-
-    def run(self) -> None:
-        """Step until every hypothesis is finished (in place: from the state :meth:`start` left)."""
-        if self.in_place:
-            while bool(self.state.active_any):
-                self.step()
-        else:
-            while self.step():
-                pass
-
-    def step(self) -> bool:
-        """One emission for every hypothesis. Without ``in_place``: False (and nothing done) once every
-        hypothesis is finished. In place it always steps (callers check ``active_any`` first) and returns True."""
+    def expand(self, active: torch.Tensor, frames: torch.Tensor, waiting: torch.Tensor | None = None) -> None:
+        """One search step without the merging: every active hypothesis (``active [B, K]``) scored at its frame
+        (``frames [B, K, J]``, the projected encoder output there) and extended by its best emissions; the other
+        live ones are candidates as they are; each utterance keeps its ``beam_size`` best candidates, in score
+        order. Rows ``waiting [B]`` (None: none) take no step: every hypothesis stays in its slot, unchanged (the
+        step writes a node without a token for each)."""
         state, head = self.state, self.head
         hyps = state.hyps
         batch_size, beam = hyps.scores.shape
-        active = (hyps.time < self.lengths) & (hyps.scores > -torch.inf)  # [B, K]
-        if not self.in_place and not bool(active.any()):
-            return False
-        frames = state.encoder_proj[self.rows, hyps.time.clamp(max=self.max_time - 1)]  # [B, K, J]
         scored = self.scoring(self.joint.combine(frames.flatten(0, 1), state.predictor_proj), state.context)
         if self.in_place:
             state.calls[1].add_(1)
@@ -219,6 +153,11 @@ class AlsdSearch:
         else:
             top_scores, top = candidates.view(batch_size, beam * width).topk(beam, dim=1)  # [B, K]
         parents, which = top // width, top % width
+        if waiting is not None:
+            keep = waiting.unsqueeze(1)  # [B, 1]
+            parents = torch.where(keep, torch.arange(beam, device=parents.device), parents)
+            which = which.masked_fill(keep, width - 1)
+            top_scores = torch.where(keep, hyps.scores, top_scores)
         stays = which == width - 1
         flat_parents = (self.rows * beam + parents).view(-1)  # [B*K]
         pick = (flat_parents, which.clamp(max=width - 2).view(-1))
@@ -243,11 +182,6 @@ class AlsdSearch:
         hyps.assign(scores=top_scores, am_scores=hyps.am_scores + am_logprobs.masked_fill(stays, 0.0), time=time,
                     tokens_at_frame=tokens_at_frame)
         self._feed(flat_parents, labels.view(-1), tokens.view(-1))
-        if self.options.merge != "none":
-            self._merge()
-        if self.in_place:
-            self._update_active_any()
-        return True
 
     def _best_emissions(self, scored: LabelScores, tokens_at_frame: torch.Tensor) -> dict[str, torch.Tensor]:
         """Each hypothesis' ``E`` best emissions ``[B*K, E]``: its ``K`` best labels (times its ``K`` best
@@ -325,27 +259,128 @@ class AlsdSearch:
         self._set("scorer_state", self.scoring.advance(scorer_state, labels, tokens))
         self._set("context", self.scoring.context(state.scorer_state))
 
-    def _merge(self) -> None:
+    def merge(self, lengths: torch.Tensor, rows: torch.Tensor | None = None) -> None:
         """Merge hypotheses with the same tokens in the same state into the best of them (see the module
-        docstring of :mod:`transdec.decoding.beam.alsd`)."""
+        docstring of :mod:`transdec.decoding.beam.alsd`); a hypothesis at or past ``lengths [B, 1]`` is finished.
+        Only in ``rows [B]`` (None: every row)."""
         hyps = self.state.hyps
-        finished = hyps.time >= self.lengths
+        finished = hyps.time >= lengths
         alive = hyps.scores > -torch.inf
         same_state = (finished.unsqueeze(2) & finished.unsqueeze(1)) | (
             ~finished.unsqueeze(2) & ~finished.unsqueeze(1) & pairwise_equal(hyps.time)
             & pairwise_equal(hyps.tokens_at_frame))
         same = hyps.same_tokens() & same_state & alive.unsqueeze(2) & alive.unsqueeze(1)  # [B, K, K]
+        if rows is not None:
+            same = same & rows.view(-1, 1, 1)
         # Slots are in score order, so the one of a group that ranks ahead is its lowest slot.
         scores, am_scores = merge_equal(same, hyps.scores, hyps.am_scores, self.options.merge)
+        if rows is not None:  # the other rows are no group at all, not even of one: they keep their scores
+            scores = torch.where(rows.unsqueeze(1), scores, hyps.scores)
+            am_scores = torch.where(rows.unsqueeze(1), am_scores, hyps.am_scores)
         hyps.assign(scores=scores, am_scores=am_scores)
+
+    def _set(self, name: str, value: Any) -> None:
+        set_state(self.state, name, value, self.in_place)
+
+
+class AlsdSearch(AlsdSteps):
+    """One batched search; :meth:`step` runs one search step, :meth:`run` all of them, and :attr:`state`
+    (:class:`AlsdState`) holds everything the steps carry.
+
+    With ``in_place=True`` (which needs ``options.max_symbols_per_frame``) the steps only touch tensors and
+    never read them back: every update is copied into the tensors the first :meth:`start` made, call counts
+    and the loop condition ``state.active_any`` (a 0-dim bool) live on the device, and the predictor runs on every
+    hypothesis. A CUDA graph can then capture :meth:`start` and :meth:`step` and replay them on new inputs
+    written into ``encoder_out`` and ``lengths`` (:mod:`transdec.decoding.beam.alsd_pp_graphs`).
+
+    The hypotheses then get a fixed capacity of ``T * (m + 1)`` steps (``m = max_symbols_per_frame``): a step
+    runs only while some hypothesis is searching, and one searching at step ``n`` took an emission at each of the
+    ``n - 1`` steps before (a finished hypothesis only stays, and so do all hypotheses extending it). At any
+    one frame it took at most ``m + 1`` of them (``m`` tokens, then the forced blank), the last of which moved it
+    on, and it moved on at most ``T - 1`` times, each by a frame or more, as it is still below frame ``T``:
+    ``n - 1 <= (T - 1) * (m + 1) + m``, so ``n <= T * (m + 1)``.
+
+    Without ``in_place``, updates rebind the state's fields and the predictor runs on the hypotheses that emitted a
+    token only, which costs less on a CPU.
+    """
+
+    def __init__(self, model: DecodingModel, encoder_out: torch.Tensor, lengths: torch.Tensor,
+                 options: PruningOptions, scoring: Scoring, in_place: bool = False) -> None:
+        super().__init__(model, options, scoring, encoder_out.shape[0], encoder_out.device, in_place)
+        self.encoder_out = encoder_out
+        self.max_time = encoder_out.shape[1]
+        self.lengths = lengths.unsqueeze(1)  # [B, 1], a view: new lengths written into `lengths` reach it
+        if in_place:
+            if options.max_symbols_per_frame is None:
+                raise ValueError("an in-place ALSD++ search needs a max_symbols_per_frame to bound its steps")
+            self.capacity = max(self.max_time * (options.max_symbols_per_frame + 1), 1)
+        self.start()
+
+    def start(self) -> None:
+        """Project the encoder output, put one empty hypothesis per utterance at frame 0 and feed the predictor
+        the start symbol: a new :attr:`state`, or with ``in_place`` after the first call, the same one written over.
+        The constructor calls it; call it again (in place) after writing new inputs."""
+        device = self.encoder_out.device
+        flat = self.rows.shape[0] * self.options.beam_size
+        encoder_proj = self.joint.project_encoder(self.encoder_out)  # [B, T, J]
+        start = torch.full((flat,), self.head.predictor_blank_id, dtype=torch.long, device=device)
+        out, predictor_state = self.predictor.step(start, self.predictor.initial_state(flat))
+        predictor_proj = self.joint.project_predictor(out)  # [B*K, J]
+        scorer_state = self.scoring.initial_state(flat, device)
+        initial = {"encoder_proj": encoder_proj, "predictor_state": predictor_state, "predictor_proj": predictor_proj,
+                   "scorer_state": scorer_state, "context": self.scoring.context(scorer_state)}
+        if self.state is None or not self.in_place:
+            self.state = self._new_state(initial)
+        else:
+            self.state.hyps.reset()
+            for name, value in initial.items():
+                self._set(name, value)
+        if self.in_place:
+            self.state.calls.zero_()
+            self.state.calls[0].fill_(1)
+            self._update_active_any()
+        else:
+            self.state.stats.predictor_calls += 1
+
+    def _new_state(self, initial: dict[str, Any]) -> AlsdState:
+        """The state :meth:`start` makes from its ``initial`` fields; with ``in_place``, on copies of them (no two
+        fields share memory), the counters and loop condition on the device and fixed-capacity hypotheses."""
+        batch_size, beam = self.rows.shape[0], self.options.beam_size
+        device, dtype = self.encoder_out.device, self.encoder_out.dtype
+        if not self.in_place:
+            return AlsdState(BatchedBeamHyps(batch_size, beam, device, dtype), **initial, stats=DecodingStats())
+        return AlsdState(BatchedBeamHyps(batch_size, beam, device, dtype, fixed_capacity=self.capacity),
+                         **{name: copy_of(value) for name, value in initial.items()},
+                         calls=torch.zeros(2, dtype=torch.long, device=device),
+                         active_any=torch.zeros((), dtype=torch.bool, device=device))
+
+    def run(self) -> None:
+        """Step until every hypothesis is finished (in place: from the state :meth:`start` left)."""
+        if self.in_place:
+            while bool(self.state.active_any):
+                self.step()
+        else:
+            while self.step():
+                pass
+
+    def step(self) -> bool:
+        """One emission for every hypothesis. Without ``in_place``: False (and nothing done) once every
+        hypothesis is finished. In place it always steps (callers check ``active_any`` first) and returns True."""
+        hyps = self.state.hyps
+        active = (hyps.time < self.lengths) & (hyps.scores > -torch.inf)  # [B, K]
+        if not self.in_place and not bool(active.any()):
+            return False
+        self.expand(active, self.state.encoder_proj[self.rows, hyps.time.clamp(max=self.max_time - 1)])
+        if self.options.merge != "none":
+            self.merge(self.lengths)
+        if self.in_place:
+            self._update_active_any()
+        return True
 
     def _update_active_any(self) -> None:
         """The loop condition, on the device: whether any live hypothesis has frames left."""
         hyps = self.state.hyps
         self.state.active_any.copy_(((hyps.time < self.lengths) & (hyps.scores > -torch.inf)).any())
-
-    def _set(self, name: str, value: Any) -> None:
-        set_state(self.state, name, value, self.in_place)
 
     def nbest(self) -> list[list]:
         """Each utterance's ``nbest`` best hypotheses, best first."""
