@@ -19,6 +19,15 @@ statistics, the u/v attention biases, layer-norm affines) perturbed so that the 
 predictor's share of the joint is shrunk and the blank outputs' biases raised until NeMo emits about 0.35 tokens
 per frame; a seed whose clips come out with almost no tokens (or the maximum) is replaced by the next one.
 ``--full-size`` models keep one clip, and their outputs file holds the clip's samples too.
+
+The cache-aware streaming models (``STREAMING_MODELS``) keep, under ``"streaming"``, per look-ahead of their
+``att_context_size`` list: NeMo's offline encoder output with that look-ahead, the encoder output of each
+``cache_aware_stream_step`` as ``CacheAwareStreamingAudioBuffer`` feeds the clip, and the tokens of NeMo's
+cache-aware streaming greedy transcription (:func:`nemo_streaming_outputs`). New models alone, without touching
+the others' files::
+
+    OMP_NUM_THREADS=1 /work/nemo-venv/bin/python recipes/nemo_fixtures.py --only fc_streaming_rnnt,fc_streaming_hybrid --output /tmp/nemo
+    cp /tmp/nemo/fc_streaming_* tests/fixtures/nemo/
 """
 
 from __future__ import annotations
@@ -41,7 +50,9 @@ CLIPS = (("espeak_logic", 0.0, 3.0), ("piper_allens_axiom", 0.5, 3.2), ("piper_a
 VOCAB = 64
 #: Models whose outputs keep NeMo's features (the others share these front ends; their encoder outputs, which
 #: depend on the features, are kept for all).
-FEATURE_MODELS = ("fc_rnnt", "fc_tdt", "fc_hybrid")
+FEATURE_MODELS = ("fc_rnnt", "fc_tdt", "fc_hybrid", "fc_streaming_rnnt")
+#: Cache-aware streaming models: their outputs also hold NeMo's streaming outputs (:func:`nemo_streaming_outputs`).
+STREAMING_MODELS = ("fc_streaming_rnnt", "fc_streaming_hybrid")
 MAX_SYMBOLS = 10
 
 
@@ -162,7 +173,27 @@ def model_specs(tokenizer_dir: str) -> dict[str, tuple[str, dict]]:
         "fc_local_attn_asym": (rnnt, model_config(
             tokenizer_dir, enc=encoder(self_attention_model="rel_pos_local_attn", att_context_size=[5, 2], d_model=32),
             dec=lstm_decoder(), pred_hidden=32, joint_hidden=32)),
+        # Cache-aware streaming FastConformer Transducer (NeMo's fastconformer_transducer_bpe_streaming.yaml, made
+        # small): causal subsampling and convolutions, chunked_limited attention with the example's four
+        # look-aheads, unnormalised features. The left context is 14 frames instead of 70, so that the 3 s clips
+        # (38 frames) overflow the attention cache; batch norm in the convolution module (the example: layer norm,
+        # which the hybrid below has).
+        "fc_streaming_rnnt": (rnnt, model_config(
+            tokenizer_dir, enc=streaming_encoder([[14, 13], [14, 6], [14, 1], [14, 0]], conv_norm_type="batch_norm"),
+            dec=lstm_decoder(), normalize="NA")),
+        # The hybrid RNN-T/CTC cache-aware streaming model (fastconformer_hybrid_transducer_ctc_bpe_streaming.yaml,
+        # made small), with the multi-look-ahead att_context_size of NeMo's example comment.
+        "fc_streaming_hybrid": ("EncDecHybridRNNTCTCBPEModel", model_config(
+            tokenizer_dir, enc=streaming_encoder([[70, 13], [70, 6], [70, 1], [70, 0]]), dec=lstm_decoder(),
+            hybrid=True, normalize="NA")),
     }
+
+
+def streaming_encoder(att_context_size: list, **overrides) -> dict:
+    """The encoder section of NeMo's cache-aware streaming FastConformer configs, at the fixtures' size."""
+    settings = dict(n_layers=2, causal_downsampling=True, att_context_size=att_context_size,
+                    att_context_style="chunked_limited", conv_context_size="causal", conv_norm_type="layer_norm")
+    return encoder(**dict(settings, **overrides))
 
 
 def full_size_specs(tokenizer_dir: str) -> dict[str, tuple[str, dict]]:
@@ -306,6 +337,72 @@ def nemo_outputs(model, head: str, clips: list[torch.Tensor], cache: dict | None
     return out
 
 
+def nemo_streaming_outputs(model, clips: list[torch.Tensor]) -> list[dict]:
+    """For each look-ahead of ``encoder.att_context_size`` (NeMo's ``set_default_att_context_size``), each clip
+    alone: the encoder output of NeMo's offline forward, the encoder output of every ``cache_aware_stream_step``
+    as NeMo's ``CacheAwareStreamingAudioBuffer`` feeds it the clip's features (no online normalisation, no
+    ``pad_and_drop_preencoded``; nothing dropped after the subsampling in the first step, as NeMo's
+    cache-aware streaming example does), and the tokens of NeMo's cache-aware streaming transcription
+    (``conformer_stream_step`` with the hypotheses carried from chunk to chunk, ``greedy_batch`` decoding)."""
+    from omegaconf import open_dict
+    from nemo.collections.asr.parts.utils.streaming_utils import CacheAwareStreamingAudioBuffer
+
+    decoding = copy.deepcopy(model.cfg.decoding)
+    with open_dict(decoding):
+        decoding.strategy = "greedy_batch"
+        decoding.greedy.max_symbols = MAX_SYMBOLS
+    if hasattr(model, "cur_decoder"):
+        model.change_decoding_strategy(decoding, decoder_type="rnnt", verbose=False)
+    else:
+        model.change_decoding_strategy(decoding, verbose=False)
+    encoder = model.encoder
+    results = []
+    for context in [list(c) for c in encoder.att_context_size_all]:
+        encoder.set_default_att_context_size(context)
+        cfg = encoder.streaming_cfg
+        result = {"att_context_size": context, "offline_encoder": [], "chunks": [], "tokens": [], "text": [],
+                  "streaming_cfg": {"chunk_size": list(cfg.chunk_size), "shift_size": list(cfg.shift_size),
+                                    "pre_encode_cache_size": list(cfg.pre_encode_cache_size),
+                                    "drop_extra_pre_encoded": int(cfg.drop_extra_pre_encoded),
+                                    "last_channel_cache_size": int(cfg.last_channel_cache_size),
+                                    "valid_out_len": int(cfg.valid_out_len)}}
+        with torch.no_grad():
+            for samples in clips:
+                audio = samples.float() / 32768.0
+                features, feature_len = model.preprocessor(input_signal=audio[None], length=torch.tensor([len(audio)]))
+                encoded, encoded_len = encoder(audio_signal=features, length=feature_len)
+                result["offline_encoder"].append(encoded[0, :, : int(encoded_len)].T.contiguous())
+                chunks, hypotheses = [], None
+                for use_decoder in (False, True):
+                    stream = CacheAwareStreamingAudioBuffer(model, online_normalization=False,
+                                                            pad_and_drop_preencoded=False)
+                    stream.append_audio(audio.numpy())
+                    caches = encoder.get_initial_cache_state(batch_size=1)
+                    previous_tokens = None
+                    for step, (chunk, chunk_len) in enumerate(stream):
+                        drop = 0 if step == 0 else cfg.drop_extra_pre_encoded
+                        last = stream.is_buffer_empty()
+                        if use_decoder:
+                            (previous_tokens, _, *caches, hypotheses) = model.conformer_stream_step(
+                                processed_signal=chunk, processed_signal_length=chunk_len, cache_last_channel=caches[0],
+                                cache_last_time=caches[1], cache_last_channel_len=caches[2], keep_all_outputs=last,
+                                previous_hypotheses=hypotheses, previous_pred_out=previous_tokens,
+                                drop_extra_pre_encoded=drop, return_transcription=True)
+                        else:
+                            out, out_len, *caches = encoder.cache_aware_stream_step(
+                                processed_signal=chunk, processed_signal_length=chunk_len, cache_last_channel=caches[0],
+                                cache_last_time=caches[1], cache_last_channel_len=caches[2], keep_all_outputs=last,
+                                drop_extra_pre_encoded=drop)
+                            chunks.append(out[0, :, : int(out_len[0])].T.contiguous())
+                tokens = [int(t) for t in hypotheses[0].y_sequence]
+                result["chunks"].append(chunks)
+                result["tokens"].append(tokens)
+                result["text"].append(model.tokenizer.ids_to_text(tokens))
+        results.append(result)
+    encoder.set_default_att_context_size(list(encoder.att_context_size_all[0]))
+    return results
+
+
 def build(name: str, class_name: str, config: dict, head: str, clips: list[torch.Tensor], output: Path,
           seed: int, full_size: bool = False) -> dict:
     from omegaconf import OmegaConf
@@ -323,6 +420,8 @@ def build(name: str, class_name: str, config: dict, head: str, clips: list[torch
     outputs = nemo_outputs(model, head, clips)
     outputs["nemo_seconds"] = time.perf_counter() - started
     outputs.update(head=head, max_symbols=MAX_SYMBOLS, model_class=class_name)
+    if name in STREAMING_MODELS:
+        outputs["streaming"] = nemo_streaming_outputs(model, clips)
     if not full_size:
         if name not in FEATURE_MODELS:
             outputs["features"] = []

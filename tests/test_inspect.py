@@ -29,7 +29,7 @@ def test_a_nemo_checkpoint_as_json(capsys) -> None:
 
 def test_every_unsupported_setting_is_listed(tmp_path: Path, capsys) -> None:
     def streaming_and_more(config: dict) -> None:
-        config["encoder"].update(causal_downsampling=True, att_context_style="chunked_limited",
+        config["encoder"].update(causal_downsampling=True, att_context_style="chunked_limited_with_rc",
                                  att_context_size=[[70, 13], [70, 1]])
         config["preprocessor"]["frame_splicing"] = 3
         config["joint"]["jointnet"]["activation"] = "gelu"
@@ -39,8 +39,7 @@ def test_every_unsupported_setting_is_listed(tmp_path: Path, capsys) -> None:
     report = json.loads(out)
     assert code == 1 and not report["supported"]
     assert [p.split("=")[0] for p in report["problems"]] == [
-        "preprocessor.frame_splicing", "encoder.causal_downsampling", "encoder.att_context_style",
-        "joint.jointnet.activation"]
+        "preprocessor.frame_splicing", "encoder.att_context_style", "joint.jointnet.activation"]
     assert "cache-aware streaming" in report["streaming"]
 
 

@@ -3,7 +3,9 @@
 The fixtures (``tests/fixtures/nemo/``) are small random-weight NeMo 3.0.0 models and NeMo's outputs on four clips,
 made by ``recipes/nemo_fixtures.py``: FastConformer RNN-T, TDT (128 mel bins, two LSTM layers), multi-blank
 (limited attention context, tanh joint), hybrid RNN-T/CTC, stateless predictor, classic 4x Conformer (no
-x-scaling, shared u/v biases, layer-norm convolution module), local attention (symmetric and asymmetric window).
+x-scaling, shared u/v biases, layer-norm convolution module), local attention (symmetric and asymmetric window),
+cache-aware streaming Transducer and hybrid (offline here, with their default look-ahead; streaming in
+``tests/test_nemo_cache_aware.py``).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from transdec.padding import pad_batch
 
 FIXTURES = Path(__file__).parent / "fixtures" / "nemo"
 MODELS = ("fc_rnnt", "fc_tdt", "fc_multiblank", "fc_hybrid", "fc_stateless", "conformer4x", "fc_local_attn",
-          "fc_local_attn_asym")
+          "fc_local_attn_asym", "fc_streaming_rnnt", "fc_streaming_hybrid")
 
 
 @pytest.fixture(scope="module")

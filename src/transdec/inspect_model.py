@@ -121,8 +121,8 @@ def _inspect_nemo(path: Path) -> dict[str, Any]:
                       **{k: (decoder.get("prednet") or {}).get(k) for k in ("pred_hidden", "pred_rnn_layers")}},
         "ctc_head": "aux_ctc" in config,
         "streaming": (f"the config is cache-aware streaming ({'causal downsampling, ' if encoder.get('causal_downsampling') else ''}"
-                      f"attention {encoder.get('att_context_style')}, context {context}); transdec does not stream "
-                      "such encoders yet" if cache_aware else STREAMING),
+                      f"attention {encoder.get('att_context_style')}, context {context}); the loaded model's "
+                      "streaming_encoder() encodes it chunk by chunk with NeMo's caches" if cache_aware else STREAMING),
     }
 
 

@@ -9,14 +9,20 @@ Supported: ``EncDecRNNTBPEModel`` (RNN-T; TDT with ``loss.loss_name: tdt``; mult
 ``multiblank_rnnt``) and ``EncDecHybridRNNTCTCBPEModel`` (the Transducer head is decoded; the ``ctc_greedy``
 strategy decodes the CTC head), with an LSTM ``RNNTDecoder`` or a ``StatelessTransducerDecoder``, an
 ``RNNTJoint``, a SentencePiece (``bpe``) tokenizer. Anything else is refused with the class or config key named.
+
+Cache-aware streaming checkpoints (causal subsampling and convolutions, ``chunked_limited`` attention, one or
+several look-aheads) load too: ``load_nemo(path, att_context_size=[70, 1])`` picks the look-ahead (default the
+first, NeMo's), ``encode`` gives NeMo's offline frames with it, and :meth:`NemoTransducer.streaming_encoder`
+encodes streams chunk by chunk with caches as NeMo's ``cache_aware_stream_step`` does (:mod:`.nemo_streaming`).
 """
 
 from __future__ import annotations
 
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 from torch import Tensor, nn
@@ -32,6 +38,9 @@ from transdec.model.tokenizer import Tokenizer
 from transdec.protocol import HeadSpec
 from transdec.sample_windows import encode_windows, plan_windows
 from transdec.transcribing import Transcribing
+
+if TYPE_CHECKING:  # the streaming encoder loads when asked for
+    from transdec.adapters.nemo_streaming import CacheAwareStreamingEncoder
 
 SUPPORTED_CLASSES = ("EncDecRNNTBPEModel", "EncDecHybridRNNTCTCBPEModel")
 #: Model classes that are known and not Transducers with a BPE tokenizer, with what they are.
@@ -133,6 +142,7 @@ class NemoTransducer(Transcribing, nn.Module):
         the whole recording instead of each window's (:func:`~transdec.adapters.nemo_features.recording_statistics`).
         """
         step = self.frame_shift_samples
+        chunk_seconds, context_seconds = self._whole_attention_chunks(chunk_seconds, context_seconds)
         windows = plan_windows(waveform.shape[0], step, self.sample_rate, chunk_seconds, context_seconds,
                                self.receptive_field)
         statistics = recording_statistics(self.preprocessor, waveform, windows, step)
@@ -143,6 +153,55 @@ class NemoTransducer(Transcribing, nn.Module):
             return self.encode_features(*self.preprocessor(samples, lengths, statistics=statistics))
 
         return encode_windows(encode, waveform, windows, step)
+
+    def _whole_attention_chunks(self, chunk_seconds: float,
+                                context_seconds: float | None) -> tuple[float, float | None]:
+        """Under ``chunked_limited`` attention a window must start on a whole attention chunk (chunks count from
+        the first frame): the kept frames per window are rounded down, and the context up, to whole chunks."""
+        size = self.encoder.attention_chunk
+        if size == 1:
+            return chunk_seconds, context_seconds
+        shift = self.frame_shift_seconds
+        chunk = max(size, int(chunk_seconds / shift) // size * size)
+        context = self.receptive_field if context_seconds is None else int(round(context_seconds / shift))
+        if context is None:
+            return (chunk + 0.5) * shift, context_seconds
+        return (chunk + 0.5) * shift, -(-context // size) * size * shift
+
+    @property
+    def att_context_sizes(self) -> list[list[int]]:
+        """The look-aheads (``[left, right]`` attention contexts) the model was trained with; the first is NeMo's
+        default."""
+        return [list(c) for c in self.encoder.config.att_context_sizes]
+
+    @property
+    def att_context_size(self) -> list[int]:
+        """The look-ahead :meth:`encode` uses (:meth:`set_att_context_size` changes it)."""
+        return list(self.encoder.config.att_context_size)
+
+    def set_att_context_size(self, att_context_size: Sequence[int]) -> None:
+        """Encode with another of :attr:`att_context_sizes`, as NeMo's ``encoder.set_default_att_context_size``
+        does; a look-ahead the model was not trained with raises ``ValueError``."""
+        self.encoder.config.choose_att_context_size(att_context_size)
+
+    @property
+    def cache_aware(self) -> bool:
+        """Whether this is a cache-aware streaming model that :meth:`streaming_encoder` streams."""
+        from transdec.adapters.nemo_streaming import streaming_problems
+
+        return not streaming_problems(self, tuple(self.att_context_size))
+
+    def streaming_encoder(self, att_context_size: Sequence[int] | None = None) -> CacheAwareStreamingEncoder:
+        """A :class:`~transdec.adapters.nemo_streaming.CacheAwareStreamingEncoder` of this model (a
+        ``StreamingEncoder``: many streams, chunk by chunk, with NeMo's caches) with look-ahead ``att_context_size``
+        (default :attr:`att_context_size`).
+
+        Raises ``ValueError`` saying why for a model that is not a cache-aware streaming one (no causal
+        subsampling or convolutions, attention not ``chunked_limited``, normalised features, ...): those stream
+        through ``transdec.streaming.BufferedEncoder`` instead."""
+        from transdec.adapters.nemo_streaming import CacheAwareStreamingEncoder
+
+        return CacheAwareStreamingEncoder(self, att_context_size)
 
     @property
     def _dtype(self) -> torch.dtype:
@@ -157,6 +216,7 @@ class NemoTransducer(Transcribing, nn.Module):
             raise ValueError(f"local attention needs a positive window, got [{left}, {right}]")
         self.encoder.config.self_attention_model = "rel_pos_local_attn"
         self.encoder.config.att_context_size = (int(left), int(right))
+        self.encoder.config.att_context_style = "regular"
 
     def ctc_greedy(self, encoder_out: Tensor, lengths: Tensor) -> list[list[int]]:
         """Hybrid models: greedy CTC tokens per utterance (the ``ctc_greedy`` strategy's)."""
@@ -167,11 +227,15 @@ class NemoTransducer(Transcribing, nn.Module):
 
 
 def load_nemo(path: str | os.PathLike[str], device: str | torch.device = "cpu",
-              dtype: torch.dtype = torch.float32) -> NemoTransducer:
-    """Load a ``.nemo`` Transducer in eval mode. Unsupported or damaged files raise ``ValueError`` saying why."""
+              dtype: torch.dtype = torch.float32, att_context_size: Sequence[int] | None = None) -> NemoTransducer:
+    """Load a ``.nemo`` Transducer in eval mode. Unsupported or damaged files raise ``ValueError`` saying why.
+
+    ``att_context_size`` (``[left, right]``) picks one of the look-aheads of a multi-look-ahead model (NeMo's
+    ``encoder.att_context_size`` list, e.g. ``[[70, 13], [70, 6], [70, 1], [70, 0]]``); default the first, as NeMo
+    infers. One the model was not trained with raises ``ValueError``."""
     archive = read_nemo_archive(path)
     try:
-        model = build_model(archive)
+        model = build_model(archive, att_context_size)
     except (KeyError, TypeError) as error:
         raise ValueError(f"{archive.path}: the model config lacks or mistypes a key it needs: {error!r}") from error
     except ValueError as error:
@@ -312,7 +376,7 @@ def config_problems(archive: NemoArchive) -> list[str]:
     return problems
 
 
-def build_model(archive: NemoArchive) -> NemoTransducer:
+def build_model(archive: NemoArchive, att_context_size: Sequence[int] | None = None) -> NemoTransducer:
     problems = config_problems(archive)
     if problems:
         raise UnsupportedConfig(problems)
@@ -324,7 +388,7 @@ def build_model(archive: NemoArchive) -> NemoTransducer:
     # The networks are made without memory ("meta" tensors), and the checkpoint's tensors become their weights:
     # no random initialisation to compute and no second copy of a model of billions of parameters.
     with torch.device("meta"):
-        encoder = NemoConformerEncoder(NemoEncoderConfig.from_nemo(config["encoder"]))
+        encoder = NemoConformerEncoder(NemoEncoderConfig.from_nemo(config["encoder"], att_context_size))
         predictor = build_predictor(config["decoder"], head)
         joint = build_joint(config["joint"], encoder.output_dim, predictor.output_size, head)
         ctc = nn.Linear(encoder.output_dim, head.num_tokens + 1) if name == "EncDecHybridRNNTCTCBPEModel" else None

@@ -6,13 +6,17 @@ What it computes, in NeMo's order:
 * subsampling (``pre_encode``): ``dw_striding`` (FastConformer: a 3x3 stride-2 convolution, then depthwise 3x3 +
   pointwise 1x1 stages) or ``striding`` (every stage a full 3x3 stride-2 convolution), ReLU after each stage,
   frames past each length zeroed before every layer, then a linear map of (channels x frequency) to ``d_model``;
+  with ``causal_downsampling`` the stride-2 convolutions are NeMo's causal ones (two zeros before and one after,
+  in time and in frequency, instead of one each side), so that no frame depends on later features;
 * x-scaling by ``sqrt(d_model)`` when configured, and Transformer-XL sinusoidal relative positions;
 * per block: half-step feed-forward, relative-position multi-head attention with u/v biases, the convolution
   module (pointwise, GLU, padded frames zeroed, depthwise, batch norm or layer norm, Swish, pointwise),
   half-step feed-forward, layer norm.
 
-Attention is full (``rel_pos``), limited to ``[left, right]`` frames (``att_context_size``, regular style), or
-NeMo's sliding-window local attention (``rel_pos_local_attn``). NeMo computes the latter with overlapping
+Attention is full (``rel_pos``), limited to ``[left, right]`` frames (``att_context_size``, regular style), limited
+to chunks of ``right + 1`` frames that see ``left / (right + 1)`` chunks back (``chunked_limited``: NeMo's
+cache-aware streaming models, whose frames are then those of their chunk-by-chunk streaming, see
+:mod:`.nemo_streaming`), or NeMo's sliding-window local attention (``rel_pos_local_attn``). NeMo computes the latter with overlapping
 chunks; here it is attention over each block of queries and the keys their windows reach, with NeMo's positions:
 the same numbers up to float rounding, in memory linear in the length. Long inputs are subsampled in chunks for
 the same reason (:class:`NemoSubsampling`).
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -48,7 +53,13 @@ class NemoEncoderConfig:
     subsampling_factor: int = 4
     subsampling_conv_channels: int = -1
     self_attention_model: str = "rel_pos"
+    #: The look-ahead in use, one of :attr:`att_context_sizes`.
     att_context_size: tuple[int, int] = (-1, -1)
+    att_context_style: str = "regular"
+    #: Every ``[left, right]`` the model was trained with (NeMo's list, the first its default); empty: only
+    #: :attr:`att_context_size`.
+    att_context_sizes: tuple[tuple[int, int], ...] = ()
+    causal_downsampling: bool = False
     xscaling: bool = True
     untie_biases: bool = True
     conv_kernel_size: int = 31
@@ -63,11 +74,23 @@ class NemoEncoderConfig:
         if self.conv_context_size is None:
             half = (self.conv_kernel_size - 1) // 2
             self.conv_context_size = (half, half)
+        if not self.att_context_sizes:
+            self.att_context_sizes = (tuple(self.att_context_size),)
+
+    def choose_att_context_size(self, context: Sequence[int]) -> None:
+        """Use look-ahead ``context`` (``[left, right]``), one of :attr:`att_context_sizes`, as NeMo's
+        ``set_default_att_context_size`` does; any other raises ``ValueError`` naming those there are."""
+        chosen = tuple(int(c) for c in context)
+        if chosen not in self.att_context_sizes:
+            known = ", ".join(str(list(c)) for c in self.att_context_sizes)
+            raise ValueError(f"att_context_size={list(chosen)} is not one of the model's look-aheads ({known})")
+        self.att_context_size = chosen  # type: ignore[assignment]
 
     @classmethod
-    def from_nemo(cls, config: dict[str, Any]) -> NemoEncoderConfig:
+    def from_nemo(cls, config: dict[str, Any], att_context_size: Sequence[int] | None = None) -> NemoEncoderConfig:
         """From the ``encoder`` section of a NeMo config; unsupported settings raise :class:`UnsupportedConfig`
-        naming every such key."""
+        naming every such key. ``att_context_size`` chooses among the config's look-aheads (default: the first,
+        as NeMo infers)."""
         problems: list[str] = []
 
         def unsupported(key: str, allowed: str) -> None:
@@ -82,21 +105,35 @@ class NemoEncoderConfig:
         factor = int(config.get("subsampling_factor", 4))
         if factor < 2 or factor & (factor - 1):
             unsupported("subsampling_factor", "a power of two")
-        if config.get("causal_downsampling"):
-            unsupported("causal_downsampling", "false: cache-aware streaming encoders are not supported yet")
         attention = config.get("self_attention_model", "rel_pos")
         if attention not in ("rel_pos", "rel_pos_local_attn"):
             unsupported("self_attention_model", "rel_pos or rel_pos_local_attn")
         style = config.get("att_context_style", "regular")
-        context = config.get("att_context_size") or [-1, -1]
-        if context and isinstance(context[0], (list, tuple)):
-            context = context[0]  # several contexts (multi-context training): NeMo infers with the first
-        if len(context) != 2:
-            unsupported("att_context_size", "[left, right]")
-            context = [-1, -1]
-        if style != "regular" and not (style == "chunked_limited" and int(context[1]) < 0):
-            unsupported("att_context_style", "regular")
-        if attention == "rel_pos_local_attn" and max(context) <= 0:
+        contexts = config.get("att_context_size") or [-1, -1]
+        if not isinstance(contexts[0], (list, tuple)):
+            contexts = [contexts]  # one look-ahead; a list of them is a multi-look-ahead model
+        if any(len(c) != 2 for c in contexts):
+            unsupported("att_context_size", "[left, right] or a list of them")
+            contexts = [[-1, -1]]
+        contexts = [(int(c[0]), int(c[1])) for c in contexts]
+        if style not in ("regular", "chunked_limited"):
+            unsupported("att_context_style", "regular or chunked_limited")
+        elif style == "chunked_limited":
+            if attention != "rel_pos":
+                unsupported("self_attention_model", "rel_pos with att_context_style chunked_limited")
+            if any(left > 0 and right >= 0 and left % (right + 1) for left, right in contexts):
+                unsupported("att_context_size", "chunked_limited needs each left context a multiple of right + 1")
+        if config.get("att_chunk_context_size"):
+            unsupported("att_chunk_context_size", "null")
+        if att_context_size is not None:
+            chosen = (int(att_context_size[0]), int(att_context_size[1]))
+            if len(att_context_size) != 2 or chosen not in contexts:
+                known = ", ".join(str(list(c)) for c in contexts)
+                raise ValueError(f"att_context_size={list(att_context_size)} is not one of the model's look-aheads "
+                                 f"({known})")
+        else:
+            chosen = contexts[0]  # several look-aheads (multi-look-ahead training): NeMo infers with the first
+        if attention == "rel_pos_local_attn" and max(chosen) <= 0:
             unsupported("att_context_size", "local attention needs a positive context")
         if int(config.get("global_tokens", 0) or 0):
             unsupported("global_tokens", "0")
@@ -117,7 +154,8 @@ class NemoEncoderConfig:
                    n_heads=int(config.get("n_heads", 4)), ff_expansion_factor=int(config.get("ff_expansion_factor", 4)),
                    subsampling=subsampling, subsampling_factor=factor,
                    subsampling_conv_channels=int(config.get("subsampling_conv_channels", -1)),
-                   self_attention_model=attention, att_context_size=(int(context[0]), int(context[1])),
+                   self_attention_model=attention, att_context_size=chosen, att_context_style=style,
+                   att_context_sizes=tuple(contexts), causal_downsampling=bool(config.get("causal_downsampling")),
                    xscaling=bool(config.get("xscaling", True)), untie_biases=bool(config.get("untie_biases", True)),
                    conv_kernel_size=kernel, conv_norm_type=norm, conv_context_size=conv_context,
                    use_bias=bool(config.get("use_bias", True)), feat_out=int(config.get("feat_out", -1)))
@@ -134,23 +172,28 @@ class UnsupportedConfig(ValueError):
 class NemoSubsampling(nn.Module):
     """``pre_encode``: ``[B, T, F]`` features -> ``[B, T', d_model]``, with ``T'`` by NeMo's length formula.
 
-    ``conv`` holds NeMo's layer sequence (indices as in its state dict: ReLUs have no weights but count).
+    ``conv`` holds NeMo's layer sequence (indices as in its state dict: ReLUs have no weights but count). Each
+    stride-2 convolution pads :attr:`padding` zeros (``(before, after)``, the same in time and frequency): one
+    each side, or under causal subsampling NeMo's two before and one after, added by :meth:`causal_pad`.
     """
 
     def __init__(self, config: NemoEncoderConfig) -> None:
         super().__init__()
         channels, stages = config.subsampling_conv_channels, int(math.log2(config.subsampling_factor))
-        layers: list[nn.Module] = [nn.Conv2d(1, channels, 3, stride=2, padding=1), nn.ReLU()]
+        self.causal = config.causal_downsampling
+        self.padding = (2, 1) if self.causal else (1, 1)
+        own = 0 if self.causal else 1  # the convolution's own padding: symmetric only
+        layers: list[nn.Module] = [nn.Conv2d(1, channels, 3, stride=2, padding=own), nn.ReLU()]
         for _ in range(stages - 1):
             if config.subsampling == "dw_striding":
-                layers += [nn.Conv2d(channels, channels, 3, stride=2, padding=1, groups=channels),
+                layers += [nn.Conv2d(channels, channels, 3, stride=2, padding=own, groups=channels),
                            nn.Conv2d(channels, channels, 1), nn.ReLU()]
             else:
-                layers += [nn.Conv2d(channels, channels, 3, stride=2, padding=1), nn.ReLU()]
+                layers += [nn.Conv2d(channels, channels, 3, stride=2, padding=own), nn.ReLU()]
         self.conv = nn.Sequential(*layers)
         frequencies = config.feat_in
         for _ in range(stages):
-            frequencies = (frequencies - 1) // 2 + 1
+            frequencies = self.stage_length(frequencies)
         self.out = nn.Linear(channels * frequencies, config.d_model)
         self.factor = config.subsampling_factor
         #: Feature frames subsampled at once (None: all); see :meth:`forward`.
@@ -160,9 +203,18 @@ class NemoSubsampling(nn.Module):
         #: See :meth:`forward`: values of the first stage's output per group of rows on a GPU.
         self.gpu_chunk_values = 2**30
 
+    def causal_pad(self, x: Tensor) -> Tensor:
+        """``x [B, C, T, F]`` padded for a causal stride-2 convolution (as is otherwise)."""
+        return F.pad(x, (*self.padding, *self.padding)) if self.causal else x
+
+    def stage_length(self, length: Any) -> Any:
+        """Frames (or frequencies) out of one stride-2 stage of ``length`` in: an int, or a long tensor."""
+        return (length + sum(self.padding) - 3) // 2 + 1
+
     def forward(self, features: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
         """Longer inputs than :attr:`chunk_frames` are subsampled a chunk at a time (with ``factor`` frames of
-        context each side, which covers the receptive field of the stride-2 stages, and chunks starting at
+        context each side, ``2 x factor`` before under causal subsampling, which covers the receptive field of the
+        stride-2 stages, and chunks starting at
         multiples of ``factor`` so that their strided grids are the global one): the same frames, with the
         first convolution's output (``channels x T/2 x F/2`` values) bounded by the chunk size.
 
@@ -187,10 +239,11 @@ class NemoSubsampling(nn.Module):
         if self.chunk_frames is None or frames <= self.chunk_frames:
             return self._convolve(features, lengths)
         factor = self.factor
+        before = 2 * factor if self.causal else factor  # causal: a frame reaches 2 x (factor - 1) features back
         chunk = max(factor, self.chunk_frames // factor * factor)
         pieces = []
         for start in range(0, frames, chunk):
-            first, last = max(0, start - factor), min(frames, start + chunk + factor)
+            first, last = max(0, start - before), min(frames, start + chunk + factor)
             # Lengths relative to the chunk's first frame: the masks are the global ones, cut to the chunk.
             encoded, _ = self._convolve(features[:, first:last], lengths - first)
             skip = (start - first) // factor
@@ -206,17 +259,19 @@ class NemoSubsampling(nn.Module):
             mask = _frame_mask(lengths, x.shape[2]).to(x.dtype)[:, None, :, None]
             # The first layer's input is the caller's; later ones are this call's own.
             x = x.mul_(mask) if in_place and number > 0 else x * mask
+            strided = isinstance(layer, nn.Conv2d) and layer.stride[0] != 1
+            if strided:
+                x = self.causal_pad(x)
             x = torch.relu_(x) if in_place and isinstance(layer, nn.ReLU) else layer(x)
-            if isinstance(layer, nn.Conv2d) and layer.stride[0] != 1:
-                lengths = torch.div(lengths + 2 * layer.padding[0] - layer.kernel_size[0], layer.stride[0],
-                                    rounding_mode="floor") + 1
+            if strided:
+                lengths = self.stage_length(lengths)
         x = x * _frame_mask(lengths, x.shape[2]).to(x.dtype)[:, None, :, None]
         batch, channels, frames, freqs = x.shape
         return self.out(x.transpose(1, 2).reshape(batch, frames, channels * freqs)), lengths
 
     def _output_lengths(self, lengths: Tensor) -> Tensor:
         for _ in range(int(math.log2(self.factor))):
-            lengths = torch.div(lengths - 1, 2, rounding_mode="floor") + 1
+            lengths = self.stage_length(lengths)
         return lengths
 
 
@@ -280,28 +335,48 @@ def _masked_softmax_average(scores: Tensor, allowed: Tensor, values: Tensor, sca
 
 
 class FullAttention:
-    """Every valid frame sees every valid frame, optionally within ``[left, right]`` frames (regular style).
+    """Every valid frame sees every valid frame, optionally within ``[left, right]`` frames (regular style) or
+    NeMo's ``chunked_limited`` chunks (:func:`context_mask`).
 
     Positional term: NeMo's embeddings of positions ``T - 1 .. -(T - 1)`` and its "relative shift".
     """
 
-    def __init__(self, valid: Tensor, d_model: int, dtype: torch.dtype, context: tuple[int, int] = (-1, -1)) -> None:
+    def __init__(self, valid: Tensor, d_model: int, dtype: torch.dtype, context: tuple[int, int] = (-1, -1),
+                 style: str = "regular") -> None:
         frames = valid.shape[1]
         self.embeddings = relative_positions(frames, d_model, dtype, valid.device)
         allowed = valid[:, None, :] & valid[:, :, None]  # [B, T, T]
-        offsets = torch.arange(frames, device=valid.device)
-        offsets = offsets[None, :] - offsets[:, None]  # key - query
-        if context[0] >= 0:
-            allowed = allowed & (offsets >= -context[0])
-        if context[1] >= 0:
-            allowed = allowed & (offsets <= context[1])
-        self.allowed = allowed.unsqueeze(1)  # [B, 1, T, T]
+        positions = torch.arange(frames, device=valid.device)
+        self.allowed = (allowed & context_mask(positions, positions, context, style)).unsqueeze(1)  # [B, 1, T, T]
 
     def attend(self, q_u: Tensor, q_v: Tensor, k: Tensor, v: Tensor, p: Tensor) -> Tensor:
         frames = q_u.shape[2]
         content = torch.matmul(q_u, k.transpose(-2, -1))
         position = _rel_shift(torch.matmul(q_v, p.transpose(-2, -1)))[..., :frames]
         return _masked_softmax_average(content + position, self.allowed, v, math.sqrt(q_u.shape[-1]))
+
+
+def context_mask(queries: Tensor, keys: Tensor, context: tuple[int, int], style: str) -> Tensor:
+    """``[Q, K]``: whether the query at each position of ``queries`` may see the key at each of ``keys``.
+
+    Regular style: keys at most ``left`` frames before and ``right`` after (``-1``: unlimited). ``chunked_limited``
+    (with ``right >= 0``): positions fall in chunks of ``right + 1`` counted from position 0, and a query sees the
+    keys of its own chunk and of the ``left // (right + 1)`` chunks before it (all before when ``left < 0``), as
+    NeMo masks it; with ``right < 0`` as the regular style."""
+    left, right = context
+    if style == "chunked_limited" and right >= 0:
+        size = right + 1
+        behind = torch.div(queries, size, rounding_mode="floor")[:, None] - torch.div(keys, size,
+                                                                                      rounding_mode="floor")[None, :]
+        allowed = behind >= 0
+        return allowed & (behind <= left // size) if left >= 0 else allowed
+    offsets = keys[None, :] - queries[:, None]
+    allowed = torch.ones_like(offsets, dtype=torch.bool)
+    if left >= 0:
+        allowed = allowed & (offsets >= -left)
+    if right >= 0:
+        allowed = allowed & (offsets <= right)
+    return allowed
 
 
 class LocalAttention:
@@ -463,13 +538,21 @@ class NemoConformerEncoder(nn.Module):
         left, right = self.config.att_context_size
         if left < 0 or right < 0:
             return None
+        if self.config.att_context_style == "chunked_limited" and self.config.self_attention_model == "rel_pos":
+            left += right  # the last frame of a chunk sees left + right frames back, the first right ahead
         return self.config.n_layers * (max(left, right) + max(self.config.conv_context_size)) + 2
+
+    @property
+    def attention_chunk(self) -> int:
+        """Frames per attention chunk under ``chunked_limited`` attention (``right + 1``; a recording encoded in
+        windows must cut them on whole chunks to give the same frames), else 1."""
+        left, right = self.config.att_context_size
+        chunked = self.config.att_context_style == "chunked_limited" and self.config.self_attention_model == "rel_pos"
+        return right + 1 if chunked and right >= 0 else 1
 
     def output_lengths(self, lengths: Tensor) -> Tensor:
         """Encoder frames of ``lengths`` feature frames."""
-        for _ in range(int(math.log2(self.config.subsampling_factor))):
-            lengths = torch.div(lengths - 1, 2, rounding_mode="floor") + 1
-        return lengths
+        return self.pre_encode._output_lengths(lengths)
 
     def forward(self, features: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
         x, lengths = self.pre_encode(features, lengths)
@@ -480,7 +563,8 @@ class NemoConformerEncoder(nn.Module):
             pattern: FullAttention | LocalAttention = LocalAttention(
                 valid, self.config.d_model, x.dtype, self.config.att_context_size, self.local_attention_block)
         else:
-            pattern = FullAttention(valid, self.config.d_model, x.dtype, self.config.att_context_size)
+            pattern = FullAttention(valid, self.config.d_model, x.dtype, self.config.att_context_size,
+                                    self.config.att_context_style)
         for layer in self.layers:
             x = layer(x, pattern, ~valid)
         if self.out_proj is not None:

@@ -188,16 +188,7 @@ class NemoMelFrontEnd(nn.Module):
             x = torch.cat([x[:, :1], x[:, 1:] - c.preemph * x[:, :-1]], dim=1)
             valid = torch.arange(x.shape[1], device=x.device)[None, :] < lengths[:, None]
             x = x.masked_fill(~valid, 0.0)
-        window = self.window.float() if self.window is not None else None
-        spectrum = torch.stft(x, n_fft=c.n_fft, hop_length=c.hop_length, win_length=c.win_length,
-                              center=not c.exact_pad, window=window, return_complex=True, pad_mode="constant")
-        magnitude = torch.view_as_real(spectrum).pow(2).sum(-1).sqrt()  # [B, n_fft / 2 + 1, T]
-        if c.mag_power != 1.0:
-            magnitude = magnitude.pow(c.mag_power)
-        mel = torch.matmul(self.fb.float(), magnitude)  # [B, F, T]
-        if c.log:
-            guard = self._log_guard(mel.dtype)
-            mel = torch.log(mel + guard) if c.log_zero_guard_type == "add" else torch.log(mel.clamp(min=guard))
+        mel = self._log_mel(x, center=not c.exact_pad)
         valid = torch.arange(mel.shape[-1], device=mel.device)[None, :] < frame_counts[:, None]  # [B, T]
         if statistics is not None:
             if statistics:
@@ -209,6 +200,28 @@ class NemoMelFrontEnd(nn.Module):
             mel = _normalize_all_features(mel, frame_counts)
         mel = mel.masked_fill(~valid[:, None, :], c.pad_value)
         return mel.transpose(1, 2), frame_counts
+
+    def log_mel_frames(self, signal: Tensor) -> Tensor:
+        """Unnormalised features ``[B, T, F]`` of a pre-emphasised float32 ``signal [B, n_fft + (T - 1) x hop]`` that
+        holds exactly ``T`` STFT frames (no centring padding added): frame by frame what :meth:`forward` computes
+        from the same samples, for a front end that computes features as audio arrives
+        (:mod:`~transdec.adapters.nemo_streaming`)."""
+        return self._log_mel(signal, center=False).transpose(1, 2)
+
+    def _log_mel(self, x: Tensor, center: bool) -> Tensor:
+        """``[B, F, T]``: the STFT of ``x [B, N]``, magnitude to ``mag_power``, mel filterbank, log."""
+        c = self.config
+        window = self.window.float() if self.window is not None else None
+        spectrum = torch.stft(x, n_fft=c.n_fft, hop_length=c.hop_length, win_length=c.win_length,
+                              center=center, window=window, return_complex=True, pad_mode="constant")
+        magnitude = torch.view_as_real(spectrum).pow(2).sum(-1).sqrt()  # [B, n_fft / 2 + 1, T]
+        if c.mag_power != 1.0:
+            magnitude = magnitude.pow(c.mag_power)
+        mel = torch.matmul(self.fb.float(), magnitude)  # [B, F, T]
+        if c.log:
+            guard = self._log_guard(mel.dtype)
+            mel = torch.log(mel + guard) if c.log_zero_guard_type == "add" else torch.log(mel.clamp(min=guard))
+        return mel
 
     def _log_guard(self, dtype: torch.dtype) -> float:
         value = self.config.log_zero_guard_value
