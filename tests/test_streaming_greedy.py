@@ -73,3 +73,40 @@ def test_slots_and_inputs_are_checked():
     streams.close(slot)
     with pytest.raises(ValueError, match="not open"):
         streams.accept(slot, torch.zeros(1, 16, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("kind", list(HEADS))
+def test_a_long_stream_keeps_a_bounded_buffer(kind):
+    """Frames behind every search are dropped: 400 frames in chunks of 3 through a buffer that stays small."""
+    model = model_for(kind, "lstm", "label_heavy")
+    frames, lengths = encoder_batch([400, 250], seed=5)
+    expected = greedy_reference(model, frames, lengths, max_symbols_per_frame=3).hypotheses()
+    streams = GreedyStreams(model, 2, GreedyOptions(max_symbols_per_frame=3), dtype=torch.float64)
+    slots = [streams.open(), streams.open()]
+    for start in range(0, 400, 3):
+        for slot, length in zip(slots, (400, 250)):
+            streams.accept(slot, frames[slot, start : min(start + 3, length)])
+        streams.decode()
+        assert streams.state.encoder_proj.shape[1] <= 16
+    assert_same_hypotheses([streams.hypothesis(slot) for slot in slots], expected)
+
+
+@pytest.mark.parametrize("kind", list(HEADS))
+@pytest.mark.parametrize("seed", range(3))
+def test_a_restarted_segment_decodes_like_a_new_utterance(kind, seed):
+    """After restart(slot), the segment is greedy decoding of the frames from where the search stood, its
+    timestamps counted from the stream's start."""
+    model = model_for(kind, "lstm", "label_heavy")
+    frames, lengths = encoder_batch([30], seed=seed)
+    streams = GreedyStreams(model, 1, GreedyOptions(max_symbols_per_frame=3), dtype=torch.float64)
+    slot = streams.open()
+    streams.accept(slot, frames[0, :11])
+    streams.decode()
+    start = int(streams.state.time[slot])
+    streams.restart(slot)
+    streams.accept(slot, frames[0, 11:30])
+    streams.decode()
+    rest = frames[:, start:30]
+    expected = greedy_reference(model, rest, torch.tensor([rest.shape[1]]), max_symbols_per_frame=3).hypotheses()[0]
+    expected.timestamps = [t + start for t in expected.timestamps]
+    assert_same_hypotheses([streams.hypothesis(slot)], [expected])

@@ -124,6 +124,17 @@ def _attention_window(text: str) -> tuple[int, int]:
     return parts[0], parts[-1]
 
 
+def _look_ahead(text: str) -> tuple[int, int]:
+    """An argparse type: ``LEFT,RIGHT`` non-negative frame counts."""
+    try:
+        parts = [int(part) for part in text.split(",")]
+    except ValueError:
+        parts = []
+    if len(parts) != 2 or min(parts) < 0:
+        raise argparse.ArgumentTypeError(f"expected LEFT,RIGHT frame counts, e.g. 70,6, got {text!r}")
+    return parts[0], parts[1]
+
+
 def _weights(text: str) -> list[float]:
     """An argparse type: comma-separated finite LM weights."""
     try:
@@ -166,19 +177,23 @@ def _lm_problem(args: argparse.Namespace) -> str | None:
     return None
 
 
-def _with_lm(args: argparse.Namespace, model, configs: list) -> list:
-    """``configs`` with the ``--lm`` fusion added, one config per ``--lm-weight`` (the LM is read once, for the
-    model's vocabulary)."""
+def _lm_fusions(args: argparse.Namespace, model) -> list:
+    """The ``--lm`` fusion at each ``--lm-weight`` (the LM read once, for the model's vocabulary); none without."""
     if not args.lm:
-        return configs
-    from dataclasses import replace
-
+        return []
     from transdec.decoding import Fusion
     from transdec.lm import NGramLM
 
     lm = NGramLM.load(args.lm, model.head.num_tokens, device=args.device)
-    return [replace(config, fusions=(*config.fusions, Fusion(lm, weight, args.lm_token_bonus, args.lm_blank_scoring)))
-            for config in configs for weight in args.lm_weight]
+    return [Fusion(lm, weight, args.lm_token_bonus, args.lm_blank_scoring) for weight in args.lm_weight]
+
+
+def _with_lm(args: argparse.Namespace, model, configs: list) -> list:
+    """``configs`` with the ``--lm`` fusion added, one config per ``--lm-weight``."""
+    fusions = _lm_fusions(args, model)
+    if not fusions:
+        return configs
+    return [dataclasses.replace(config, fusions=(*config.fusions, fusion)) for config in configs for fusion in fusions]
 
 
 def _add_transcribe_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -207,6 +222,87 @@ def _add_transcribe_parser(subparsers: argparse._SubParsersAction) -> None:
                    help="with --output: keep the results in OUTPUT.partial and transcribe only the items it lacks")
     p.add_argument("--allow-upsampling", action="store_true", help="accept audio below the model's sample rate")
     add_decoding_arguments(p, default="greedy_label")
+
+
+def _milliseconds(minimum: float):
+    """An argparse type: milliseconds no fewer than ``minimum``, as seconds."""
+    def parse(text: str) -> float:
+        value = float(text)
+        if not value >= minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum:g} ms, got {text}")
+        return value / 1000.0
+
+    parse.__name__ = "milliseconds"
+    return parse
+
+
+def _add_stream_parser(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "stream", help="streaming recognition of audio files or a microphone, partial and final results as they come",
+        description="Stream audio files, each as one stream decoded together with the others as its audio arrives "
+                    "(at real-time speed with --realtime), or a microphone (--mic). Final segments (ended by "
+                    "silence, see docs/streaming.md) are written as they end; --partials shows the growing "
+                    "result on standard error. Cache-aware NeMo checkpoints stream with their caches "
+                    "(--att-context-size); other models in buffered windows, whose latency is --chunk-ms plus "
+                    "--right-context-ms.")
+    p.add_argument("paths", nargs="*", metavar="PATH")
+    p.add_argument("--model", default="tiny-en-rnnt", help=MODEL_HELP + " (default: %(default)s)")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--chunk-ms", type=_milliseconds(1), default=0.48, dest="chunk",
+                   help="audio encoded at a time, rounded to encoder frames (default: 480)")
+    p.add_argument("--left-context-ms", type=_milliseconds(0), default=2.0, dest="left_context",
+                   help="audio before each chunk the encoder sees again (default: 2000)")
+    p.add_argument("--right-context-ms", type=_milliseconds(0), default=0.48, dest="right_context",
+                   help="audio after each chunk the encoder waits for (default: 480)")
+    p.add_argument("--att-context-size", type=_look_ahead, default=None, metavar="LEFT,RIGHT",
+                   help="cache-aware NeMo models: the look-ahead, one the model was trained with, e.g. 70,6 (chunks "
+                        "of RIGHT + 1 frames; default the model's first); they ignore the three options above")
+    p.add_argument("--max-streams", type=_at_least(1), default=None, help="streams at once (default: the files)")
+    p.add_argument("--beam-size", type=_at_least(1), default=None,
+                   help="ALSD++ beam search with this beam, each segment its best hypothesis (default: greedy)")
+    _add_lm_arguments(p)
+    p.add_argument("--realtime", action="store_true", help="feed the files at real-time speed")
+    p.add_argument("--piece-ms", type=_milliseconds(1), default=0.1, dest="piece",
+                   help="audio fed (or read from the microphone) at a time (default: 100)")
+    p.add_argument("--no-endpoint", action="store_true", help="one segment per stream, final at its end")
+    p.add_argument("--format", choices=["text", "jsonl"], default="text",
+                   help="text: a line per segment with its times; jsonl: with word times and confidences")
+    p.add_argument("--partials", action="store_true", help="print partial results to standard error")
+    p.add_argument("--mic", action="store_true", help="stream the microphone instead of files (transdec[mic])")
+    p.add_argument("--mic-device", default=None, help="sounddevice input name or index (default: the default)")
+    p.add_argument("--seconds", type=float, default=None, help="with --mic: stop after this long (default: Ctrl-C)")
+
+
+def _stream(args: argparse.Namespace) -> int:
+    from transdec.decoding import GreedyOptions
+    from transdec.decoding.beam.alsd_pp import AlsdPlusOptions
+    from transdec.loading import load_model
+    from transdec.streaming import BufferedOptions, EndpointOptions, Recognizer, StreamingOptions
+    from transdec.streaming.files import FeedOptions, stream_files, stream_microphone
+
+    try:
+        if bool(args.paths) == args.mic:
+            raise ValueError("give audio files or --mic, not both" if args.mic else "no audio files given (or --mic)")
+        problem = _lm_problem(args) or _device_problem(args.device)
+        if problem:
+            raise ValueError(problem)
+        if len(args.lm_weight) != 1:
+            raise ValueError("--lm-weight: stream takes one weight")
+        options = StreamingOptions(
+            max_streams=args.max_streams or max(1, len(args.paths)),
+            buffered=BufferedOptions(args.chunk, args.left_context, args.right_context),
+            decoding=AlsdPlusOptions(beam_size=args.beam_size) if args.beam_size else GreedyOptions(),
+            endpoint=None if args.no_endpoint else EndpointOptions())
+        model = load_model(args.model, device=args.device, att_context_size=args.att_context_size)
+        recognizer = Recognizer(model, options, _lm_fusions(args, model))
+        feed = FeedOptions(args.piece, args.realtime)
+        if args.mic:
+            device = int(args.mic_device) if args.mic_device and args.mic_device.isdigit() else args.mic_device
+            return stream_microphone(recognizer, device, args.seconds, feed, args.format == "jsonl", True)
+        return stream_files(recognizer, args.paths, feed, args.format == "jsonl", args.partials)
+    except (FileNotFoundError, ValueError) as error:
+        print(f"transdec stream: error: {error}", file=sys.stderr)
+        return 2
 
 
 def _add_evaluate_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -490,6 +586,7 @@ def main(argv: list[str] | None = None) -> int:
         _add_average_parser(subparsers)
         _add_transcribe_parser(subparsers)
         _add_evaluate_parser(subparsers)
+        _add_stream_parser(subparsers)
         _add_lm_parser(subparsers)
         _add_export_parser(subparsers)
         _add_inspect_parser(subparsers)
@@ -501,7 +598,7 @@ def main(argv: list[str] | None = None) -> int:
         # Training trades some memory for 1.3x faster steps; batch transcription keeps glibc's defaults.
         configure_malloc("keep" if args.command == "train" else "default")
         commands = {"train": _train, "average": _average, "transcribe": _transcribe, "evaluate": _evaluate,
-                    "lm": _lm, "export": _export, "inspect": _inspect}
+                    "stream": _stream, "lm": _lm, "export": _export, "inspect": _inspect}
         with _one_line_warnings(command):
             return commands[args.command](args) or 0
     except KeyboardInterrupt:

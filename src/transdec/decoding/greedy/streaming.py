@@ -7,6 +7,10 @@ jump past it) waits there with its whole search state, and goes on when the next
 on frames that have not arrived, so the tokens, timestamps, durations and scores are those of
 :func:`~transdec.decoding.greedy.reference.greedy_reference` on all the stream's frames, for any chunking.
 
+A slot keeps only the frames its search may still read: those before the frame it stands at are dropped when
+room is needed, so memory is bounded by the chunk size and not by the stream's length. :meth:`~GreedyStreams.restart`
+starts a new segment where the stream stands (after an endpoint), its tokens and predictor state afresh.
+
 Each step scores every stream standing at a received frame once: a blank moves it on, a token is recorded and
 its predictor steps (for the streams that emitted only). This is Algorithm 1 of the label-looping paper batched
 over streams at different frames, which is what streams at different positions need.
@@ -31,7 +35,8 @@ from transdec.protocol import DecodingModel, PredictorState
 class StreamsState:
     """Everything the streams carry from one :meth:`GreedyStreams.decode` call to the next, ``S`` slots."""
 
-    encoder_proj: torch.Tensor  # [S, C, J]: each slot's frames so far, projected for the joint (C grows)
+    encoder_proj: torch.Tensor  # [S, C, J]: each slot's frames from `offset` on, projected for the joint
+    offset: torch.Tensor  # [S] long: the stream frame held in column 0 of `encoder_proj`
     received: torch.Tensor  # [S] long: frames received per slot
     time: torch.Tensor  # [S] long: the frame each slot's search stands at (may lie past `received`)
     tokens_at_frame: torch.Tensor  # [S] long: tokens emitted at `time` since it last moved
@@ -47,7 +52,8 @@ class GreedyStreams:
 
     ``open()`` gives a free slot, ``accept(slot, frames [T, D])`` queues encoder frames, ``decode()`` advances every
     stream over what it has, ``hypothesis(slot)`` is its result so far (final once its frames are all in and
-    decoded), ``close(slot)`` frees the slot.
+    decoded), ``restart(slot)`` begins a new segment there, ``close(slot)`` frees the slot. Frames, timestamps and
+    positions count from the stream's start.
     """
 
     def __init__(self, model: DecodingModel, max_streams: int, options: GreedyOptions | None = None,
@@ -74,7 +80,8 @@ class GreedyStreams:
         zeros = torch.zeros(slots, dtype=torch.long, device=self.device)
         return StreamsState(
             encoder_proj=predictor_proj.new_zeros(slots, capacity, predictor_proj.shape[-1]),
-            received=zeros, time=zeros.clone(), tokens_at_frame=zeros.clone(), predictor_state=predictor_state,
+            offset=zeros, received=zeros.clone(), time=zeros.clone(), tokens_at_frame=zeros.clone(),
+            predictor_state=predictor_state,
             predictor_proj=predictor_proj, scorer_state=self.scoring.initial_state(slots, self.device),
             hyps=BatchedHyps(slots, 1, self.device, self.dtype), is_open=torch.zeros_like(zeros, dtype=torch.bool))
 
@@ -85,15 +92,23 @@ class GreedyStreams:
         if not free:
             raise ValueError(f"all {len(self.rows)} streams are open; close one first")
         slot = free[0]
+        self.restart(slot)
+        for field in (self.state.offset, self.state.received, self.state.time):
+            field[slot] = 0
+        self.state.is_open[slot] = True
+        return slot
+
+    @torch.inference_mode()
+    def restart(self, slot: int) -> None:
+        """Begin a new segment of the stream in ``slot`` where its search stands: no tokens, the predictor and the
+        fusions at their start (as at the start of an utterance); the frames and positions go on."""
         state, start, mask = self.state, self._start, self.rows == slot
         state.predictor_state = self.predictor.select_state(mask, start.predictor_state, state.predictor_state)
         state.predictor_proj[slot] = start.predictor_proj[slot]
         state.scorer_state = self.scoring.select_state(mask, start.scorer_state, state.scorer_state)
-        for field in (state.received, state.time, state.tokens_at_frame, state.hyps.lengths):
-            field[slot] = 0
+        state.tokens_at_frame[slot] = 0
+        state.hyps.lengths[slot] = 0
         state.hyps.scores[slot] = 0
-        state.is_open[slot] = True
-        return slot
 
     @torch.inference_mode()
     def close(self, slot: int) -> Hypothesis:
@@ -112,24 +127,38 @@ class GreedyStreams:
             raise ValueError(f"frames must be [T, D], got {tuple(frames.shape)}")
         start = int(state.received[slot])
         end = start + frames.shape[0]
-        if end > state.encoder_proj.shape[1]:
-            grown = state.encoder_proj.new_zeros(state.encoder_proj.shape[0], max(end, 2 * state.encoder_proj.shape[1]),
-                                                 state.encoder_proj.shape[2])
-            grown[:, : state.encoder_proj.shape[1]] = state.encoder_proj
-            state.encoder_proj = grown
-        state.encoder_proj[slot, start:end] = self.joint.project_encoder(frames.to(self.device, self.dtype)[None])[0]
+        if end - int(state.offset[slot]) > state.encoder_proj.shape[1]:
+            self._make_room(slot, end)
+        offset = int(state.offset[slot])
+        state.encoder_proj[slot, start - offset : end - offset] = self.joint.project_encoder(
+            frames.to(self.device, self.dtype)[None])[0]
         state.received[slot] = end
+
+    def _make_room(self, slot: int, end: int) -> None:
+        """Drop every slot's frames before the one its search stands at (never read again); then grow the buffer
+        if frames up to ``end`` of ``slot`` still do not fit."""
+        state = self.state
+        capacity, width = state.encoder_proj.shape[1], state.encoder_proj.shape[2]
+        first = torch.minimum(state.time, state.received)
+        columns = end - int(first[slot])
+        index = (torch.arange(capacity, device=self.device)[None] + (first - state.offset)[:, None]).clamp(max=capacity - 1)
+        state.encoder_proj = state.encoder_proj.gather(1, index[..., None].expand(-1, -1, width))
+        state.offset = first
+        if columns > capacity:
+            grown = state.encoder_proj.new_zeros(state.encoder_proj.shape[0], max(columns, 2 * capacity), width)
+            grown[:, :capacity] = state.encoder_proj
+            state.encoder_proj = grown
 
     @torch.inference_mode()
     def decode(self) -> None:
         """Run every open stream as far as its received frames go (one batch for all of them)."""
         state, head = self.state, self.head
-        last_frame = state.encoder_proj.shape[1] - 1
         while True:
             active = state.is_open & (state.time < state.received)  # [S]
             if not bool(active.any()):
                 break
-            frames = state.encoder_proj[self.rows, state.time.clamp(max=last_frame)]  # [S, J]
+            column = (state.time - state.offset).clamp(0, state.encoder_proj.shape[1] - 1)
+            frames = state.encoder_proj[self.rows, column]  # [S, J]
             forced = None if self.max_symbols is None else state.tokens_at_frame >= self.max_symbols
             emissions = self.read(self.joint.combine(frames, state.predictor_proj),
                                   self.scoring.context(state.scorer_state), forced)
@@ -149,6 +178,17 @@ class GreedyStreams:
                                                    state.predictor_proj)
                 state.scorer_state = self.scoring.advance(state.scorer_state, emissions.labels, emits)
         state.hyps.recount()
+
+    def finish(self, slot: int) -> None:
+        """No more frames will come for ``slot``: nothing to do, a greedy search decides nothing past its frames."""
+
+    def position(self, slot: int) -> int:
+        """The frame up to which the stream's search has decoded (at most the frames received)."""
+        return int(torch.minimum(self.state.time[slot], self.state.received[slot]))
+
+    def best(self, slot: int) -> Hypothesis:
+        """The stream's hypothesis so far (as :meth:`hypothesis`; the name the beam streams share)."""
+        return self.hypothesis(slot)
 
     def hypothesis(self, slot: int) -> Hypothesis:
         """The stream's tokens, timestamps (frames from its start), durations and score so far."""
