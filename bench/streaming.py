@@ -92,7 +92,7 @@ def speed(args: argparse.Namespace) -> None:
     chunk_seconds = args.chunk_ms / 1000
     options = BufferedOptions(chunk_seconds, args.left_context, chunk_seconds)
     print(f"{args.model}, buffered: chunk {args.chunk_ms:g} ms + right context {args.chunk_ms:g} ms, left "
-          f"{args.left_context:g} s; {args.seconds:g} s per stream; {torch.get_num_threads()} threads")
+          f"{args.left_context:g} s; {args.seconds:g} s per stream; torch threads: {torch.get_num_threads()}")
     print("| streams | decoding | step p50 ms | step p99 ms | RTFx | real-time streams sustained | final ms p50 |")
     print("|---|---|---|---|---|---|---|")
     for count in args.streams:

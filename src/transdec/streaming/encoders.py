@@ -152,23 +152,13 @@ class BufferedEncoder:
 
     def __init__(self, model: SpeechModel, options: BufferedOptions = BufferedOptions()) -> None:
         self.model, self.options = model, options
+        self.sample_rate, self.frame_shift_seconds = model.sample_rate, model.frame_shift_seconds
         shift = model.frame_shift_seconds
-        self.step = round(shift * model.sample_rate)
-        self.chunk = max(1, round(options.chunk_seconds / shift))
+        self.step = round(shift * model.sample_rate)  # samples per encoder frame
+        self.chunk = max(1, round(options.chunk_seconds / shift))  # encoder frames, as are left and right
         self.left = round(options.left_context_seconds / shift)
         self.right = round(options.right_context_seconds / shift)
-
-    @property
-    def sample_rate(self) -> int:
-        return self.model.sample_rate
-
-    @property
-    def frame_shift_seconds(self) -> float:
-        return self.model.frame_shift_seconds
-
-    @property
-    def latency_seconds(self) -> float:
-        return (self.chunk + self.right) * self.model.frame_shift_seconds
+        self.latency_seconds = (self.chunk + self.right) * shift
 
     def open(self) -> BufferedStream:
         return BufferedStream(self.step, self.chunk, self.left, self.right)

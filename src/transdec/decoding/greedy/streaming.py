@@ -11,9 +11,9 @@ A slot keeps only the frames its search may still read: those before the frame i
 room is needed, so memory is bounded by the chunk size and not by the stream's length. :meth:`~GreedyStreams.restart`
 starts a new segment where the stream stands (after an endpoint), its tokens and predictor state afresh.
 
-Each step scores every stream standing at a received frame once: a blank moves it on, a token is recorded and
-its predictor steps (for the streams that emitted only). This is Algorithm 1 of the label-looping paper batched
-over streams at different frames, which is what streams at different positions need.
+The search is label-looping (Algorithm 3 of the label-looping paper) over streams at different frames: in the frame
+loop every stream still searching reads its frame, a blank moves it on and a token ends its search for this label;
+then one predictor step takes every token found. Streams at different positions only mean different frames to read.
 """
 
 from __future__ import annotations
@@ -157,26 +157,36 @@ class GreedyStreams:
             active = state.is_open & (state.time < state.received)  # [S]
             if not bool(active.any()):
                 break
-            column = (state.time - state.offset).clamp(0, state.encoder_proj.shape[1] - 1)
-            frames = state.encoder_proj[self.rows, column]  # [S, J]
-            forced = None if self.max_symbols is None else state.tokens_at_frame >= self.max_symbols
-            emissions = self.read(self.joint.combine(frames, state.predictor_proj),
-                                  self.scoring.context(state.scorer_state), forced)
-            self.stats.joint_calls += 1
-            emits = active & ~emissions.is_blank
-            state.hyps.add_scores(active, emissions.scores)
-            state.hyps.add_labels(emits, emissions.labels, state.time, emissions.durations, emissions.label_logprobs)
-            moves = active & (emissions.advance > 0)
-            state.tokens_at_frame = torch.where(moves, 0, state.tokens_at_frame + emits.long())
-            state.time = state.time + torch.where(active, emissions.advance, 0)
-            if bool(emits.any()):
-                labels = torch.where(emits, emissions.labels, head.predictor_blank_id)
+            # The frame loop: each searching stream reads its frame; a blank moves it on (it reads again while it
+            # has frames), a token ends its search for this label. Then one predictor step for every token found.
+            searching, found = active, torch.zeros_like(active)
+            labels = torch.full_like(state.time, head.predictor_blank_id)
+            while True:
+                column = (state.time - state.offset).clamp(0, state.encoder_proj.shape[1] - 1)
+                frames = state.encoder_proj[self.rows, column]  # [S, J]
+                forced = None if self.max_symbols is None else state.tokens_at_frame >= self.max_symbols
+                emissions = self.read(self.joint.combine(frames, state.predictor_proj),
+                                      self.scoring.context(state.scorer_state), forced)
+                self.stats.joint_calls += 1
+                emits = searching & ~emissions.is_blank
+                state.hyps.add_scores(searching, emissions.scores)
+                state.hyps.add_labels(emits, emissions.labels, state.time, emissions.durations,
+                                      emissions.label_logprobs)
+                moves = searching & (emissions.advance > 0)
+                state.tokens_at_frame = torch.where(moves, 0, state.tokens_at_frame + emits.long())
+                state.time = state.time + torch.where(searching, emissions.advance, 0)
+                found = found | emits
+                labels = torch.where(emits, emissions.labels, labels)
+                searching = searching & ~emits & (state.time < state.received)
+                if not bool(searching.any()):
+                    break
+            if bool(found.any()):
                 out, stepped = self.predictor.step(labels, state.predictor_state)
                 self.stats.predictor_calls += 1
-                state.predictor_state = self.predictor.select_state(emits, stepped, state.predictor_state)
-                state.predictor_proj = torch.where(emits[:, None], self.joint.project_predictor(out),
+                state.predictor_state = self.predictor.select_state(found, stepped, state.predictor_state)
+                state.predictor_proj = torch.where(found[:, None], self.joint.project_predictor(out),
                                                    state.predictor_proj)
-                state.scorer_state = self.scoring.advance(state.scorer_state, emissions.labels, emits)
+                state.scorer_state = self.scoring.advance(state.scorer_state, labels, found)
         state.hyps.recount()
 
     def finish(self, slot: int) -> None:
