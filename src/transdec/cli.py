@@ -113,12 +113,17 @@ def _add_lm_arguments(p: argparse.ArgumentParser) -> None:
                             " times their log-prob")
 
 
+def _integers(text: str) -> list[int]:
+    """The comma-separated integers of ``text``; empty if any part is not one."""
+    try:
+        return [int(part) for part in text.split(",")]
+    except ValueError:
+        return []
+
+
 def _attention_window(text: str) -> tuple[int, int]:
     """An argparse type: ``LEFT`` or ``LEFT,RIGHT`` positive frame counts."""
-    try:
-        parts = [int(part) for part in text.split(",")]
-    except ValueError:
-        parts = []
+    parts = _integers(text)
     if len(parts) not in (1, 2) or min(parts) < 1:
         raise argparse.ArgumentTypeError(f"expected LEFT or LEFT,RIGHT positive frame counts, got {text!r}")
     return parts[0], parts[-1]
@@ -126,10 +131,7 @@ def _attention_window(text: str) -> tuple[int, int]:
 
 def _look_ahead(text: str) -> tuple[int, int]:
     """An argparse type: ``LEFT,RIGHT`` non-negative frame counts."""
-    try:
-        parts = [int(part) for part in text.split(",")]
-    except ValueError:
-        parts = []
+    parts = _integers(text)
     if len(parts) != 2 or min(parts) < 0:
         raise argparse.ArgumentTypeError(f"expected LEFT,RIGHT frame counts, e.g. 70,6, got {text!r}")
     return parts[0], parts[1]

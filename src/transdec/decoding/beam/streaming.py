@@ -33,6 +33,7 @@ from transdec.decoding.beam.alsd_pp import AlsdPlusOptions, AlsdState, AlsdSteps
 from transdec.decoding.beam_hyps import BatchedBeamHyps
 from transdec.decoding.results import DecodingStats, Hypothesis
 from transdec.decoding.scoring import Fusion, Scoring
+from transdec.decoding.stream_frames import rebased
 from transdec.protocol import DecodingModel
 
 #: Steps the hypotheses' tree holds at least, after a compaction as at the start.
@@ -121,9 +122,13 @@ class BeamStreams:
         """Begin a new segment of the stream in ``slot`` where its best hypothesis stands (after an endpoint): one
         empty hypothesis there, the predictor and the fusions at their start; the frames and positions go on."""
         hyps = self._open_state(slot).search.hyps
+        self._start_beam(slot, int(hyps.time[slot, int(self._ranking(slot).argmax())]))
+
+    def _ranking(self, slot: int) -> torch.Tensor:
+        """``[K]``: what orders the slot's hypotheses, best highest: the score, or per token with ``length_norm``."""
+        hyps = self.state.search.hyps
         scores = hyps.scores[slot]
-        ranking = scores / hyps.lengths[slot].clamp(min=1) if self.options.length_norm else scores
-        self._start_beam(slot, int(hyps.time[slot, int(ranking.argmax())]))
+        return scores / hyps.lengths[slot].clamp(min=1) if self.options.length_norm else scores
 
     def _start_beam(self, slot: int, time: int) -> None:
         """The beam of ``slot``: one empty hypothesis at frame ``time``, as at the start of an utterance."""
@@ -204,20 +209,11 @@ class BeamStreams:
         """Drop every slot's frames before its earliest live hypothesis (never read again); then grow the buffer if
         frames up to ``end`` of ``slot`` still do not fit."""
         state = self.state
-        hyps, encoder_proj = state.search.hyps, state.search.encoder_proj
-        capacity, width = encoder_proj.shape[1], encoder_proj.shape[2]
+        hyps = state.search.hyps
         earliest = torch.where(hyps.scores > -torch.inf, hyps.time, state.received.unsqueeze(1)).amin(dim=1)
         first = torch.where(state.is_open, earliest.minimum(state.received), state.received).maximum(state.offset)
-        columns = end - int(first[slot])
-        index = (torch.arange(capacity, device=self.device)[None] + (first - state.offset)[:, None]).clamp(
-            max=capacity - 1)
-        encoder_proj = encoder_proj.gather(1, index[..., None].expand(-1, -1, width))
+        state.search.encoder_proj = rebased(state.search.encoder_proj, state.offset, first, end - int(first[slot]))
         state.offset = first
-        if columns > capacity:
-            grown = encoder_proj.new_zeros(encoder_proj.shape[0], max(columns, 2 * capacity), width)
-            grown[:, :capacity] = encoder_proj
-            encoder_proj = grown
-        state.search.encoder_proj = encoder_proj
 
     @torch.inference_mode()
     def decode(self) -> None:
@@ -299,9 +295,7 @@ class BeamStreams:
         beam as it stands (two hypotheses that a merge waiting for the stream's length would join may both be in
         it)."""
         hyps = self._open_state(slot).search.hyps
-        scores = hyps.scores[slot]
-        ranking = scores / hyps.lengths[slot].clamp(min=1) if self.options.length_norm else scores
-        top_scores, top = ranking.topk(self.options.nbest)
+        top_scores, top = self._ranking(slot).topk(self.options.nbest)
         slots = torch.full((hyps.batch_size, self.options.nbest), -1, dtype=torch.long, device=self.device)
         slots[slot] = torch.where(top_scores > -torch.inf, top, -1)
         return hyps.hypotheses(slots)[slot]

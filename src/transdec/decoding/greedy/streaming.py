@@ -28,6 +28,7 @@ from transdec.decoding.emissions import GreedyHead
 from transdec.decoding.options import GreedyOptions
 from transdec.decoding.results import DecodingStats, Hypothesis
 from transdec.decoding.scoring import Fusion, Scoring, ScorerState
+from transdec.decoding.stream_frames import rebased
 from transdec.protocol import DecodingModel, PredictorState
 
 
@@ -138,16 +139,9 @@ class GreedyStreams:
         """Drop every slot's frames before the one its search stands at (never read again); then grow the buffer
         if frames up to ``end`` of ``slot`` still do not fit."""
         state = self.state
-        capacity, width = state.encoder_proj.shape[1], state.encoder_proj.shape[2]
         first = torch.minimum(state.time, state.received)
-        columns = end - int(first[slot])
-        index = (torch.arange(capacity, device=self.device)[None] + (first - state.offset)[:, None]).clamp(max=capacity - 1)
-        state.encoder_proj = state.encoder_proj.gather(1, index[..., None].expand(-1, -1, width))
+        state.encoder_proj = rebased(state.encoder_proj, state.offset, first, end - int(first[slot]))
         state.offset = first
-        if columns > capacity:
-            grown = state.encoder_proj.new_zeros(state.encoder_proj.shape[0], max(columns, 2 * capacity), width)
-            grown[:, :capacity] = state.encoder_proj
-            state.encoder_proj = grown
 
     @torch.inference_mode()
     def decode(self) -> None:
