@@ -113,3 +113,12 @@ def test_beam_search_and_an_lm_stream_too(capsys, tmp_path):
     assert out.split("] ", 1)[1].strip() == LOGIC_TEXT
     code, _, err = cli(capsys, "stream", LOGIC, "--lm-weight", "0.3")
     assert code == 2 and "without --lm" in err
+
+
+def test_more_files_than_streams_wait_for_a_free_one(capsys):
+    code, out, _ = cli(capsys, "stream", LOGIC, LOGIC, "examples/piper_are_you_making_this_up.flac", "--max-streams",
+                       "1", "--format", "jsonl", "--no-endpoint")
+    assert code == 0
+    records = [json.loads(line) for line in out.splitlines()]
+    assert [r["path"] for r in records] == [LOGIC, LOGIC, "examples/piper_are_you_making_this_up.flac"]
+    assert records[0]["text"] == records[1]["text"] == LOGIC_TEXT

@@ -34,14 +34,9 @@ def load_audio(path: str | os.PathLike[str], sample_rate: int, offset: float = 0
             lies past its end, or a sample is NaN or infinite.
     """
     path = Path(path)
-    if not path.is_file():
-        raise AudioError(f"{path}: no such file")
-    if path.stat().st_size == 0:
-        raise AudioError(f"{path}: the file is empty")
-    _check_wav_not_truncated(path)
-    try:
-        with soundfile.SoundFile(str(path)) as f:
-            native_rate = f.samplerate
+    with open_audio(path, sample_rate, allow_upsampling) as f:
+        native_rate = f.samplerate
+        try:
             start = int(round(offset * native_rate))
             if offset < 0 or (start > f.frames and f.frames >= 0):
                 raise AudioError(f"{path}: offset {offset} s is outside the recording ({f.frames / native_rate:.2f} s)")
@@ -49,25 +44,49 @@ def load_audio(path: str | os.PathLike[str], sample_rate: int, offset: float = 0
                 f.seek(start)
             frames = -1 if duration is None else int(round(duration * native_rate))
             audio = f.read(frames, dtype="float32", always_2d=True)
-    except AudioError:
-        raise
-    except (soundfile.LibsndfileError, RuntimeError, ValueError) as error:
-        raise AudioError(f"{path}: not readable as audio ({error})") from error
-    if native_rate < sample_rate and not allow_upsampling:
-        raise AudioError(f"{path}: sample rate {native_rate} Hz is below the model's {sample_rate} Hz "
-                         "(use --allow-upsampling, or allow_upsampling=True in load_audio, to transcribe it anyway)")
+        except AudioError:
+            raise
+        except (soundfile.LibsndfileError, RuntimeError, ValueError) as error:
+            raise AudioError(f"{path}: not readable as audio ({error})") from error
     if audio.shape[0] == 0:
         raise AudioError(f"{path}: the recording holds no samples" + (" at that offset" if offset else ""))
-    bad = ~np.isfinite(audio).all(axis=1)
-    if bad.any():  # float files can hold them; the model would turn them into garbage tokens
-        raise AudioError(f"{path}: {int(bad.sum())} sample(s) are NaN or infinite, the first at "
-                         f"{(start + int(bad.argmax())) / native_rate:.3f} s")
+    check_finite(path, audio, start, native_rate)
     audio = audio.mean(axis=1) if audio.shape[1] > 1 else audio[:, 0]
     if native_rate != sample_rate:
         import soxr
 
         audio = soxr.resample(audio, native_rate, sample_rate).astype(np.float32, copy=False)
     return np.ascontiguousarray(audio)
+
+
+def open_audio(path: str | os.PathLike[str], sample_rate: int, allow_upsampling: bool = False) -> soundfile.SoundFile:
+    """``path`` opened for reading after the checks :func:`load_audio` makes before reading (missing, empty,
+    truncated or unreadable file; a rate below ``sample_rate`` unless ``allow_upsampling``), for callers that
+    read it piece by piece; close it (or use it as a context manager)."""
+    path = Path(path)
+    if not path.is_file():
+        raise AudioError(f"{path}: no such file")
+    if path.stat().st_size == 0:
+        raise AudioError(f"{path}: the file is empty")
+    _check_wav_not_truncated(path)
+    try:
+        f = soundfile.SoundFile(str(path))
+    except (soundfile.LibsndfileError, RuntimeError, ValueError) as error:
+        raise AudioError(f"{path}: not readable as audio ({error})") from error
+    if f.samplerate < sample_rate and not allow_upsampling:
+        f.close()
+        raise AudioError(f"{path}: sample rate {f.samplerate} Hz is below the model's {sample_rate} Hz "
+                         "(use --allow-upsampling, or allow_upsampling=True in load_audio, to transcribe it anyway)")
+    return f
+
+
+def check_finite(path: str | os.PathLike[str], audio: np.ndarray, start: int, rate: int) -> None:
+    """Refuse NaN or infinite samples in ``audio [N, channels]``, read from sample ``start`` of ``path``: float
+    files can hold them, and the model would turn them into garbage tokens."""
+    bad = ~np.isfinite(audio).all(axis=1)
+    if bad.any():
+        raise AudioError(f"{path}: {int(bad.sum())} sample(s) are NaN or infinite, the first at "
+                         f"{(start + int(bad.argmax())) / rate:.3f} s")
 
 
 def as_waveform(audio: AudioInput, sample_rate: int, name: str = "the audio array") -> np.ndarray:

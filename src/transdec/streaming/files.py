@@ -1,8 +1,9 @@
 """``transdec stream``: audio files (or a microphone) streamed through a :class:`Recognizer`, all at once.
 
-Every file is one stream, fed in pieces as if it were being recorded: at real-time speed (``realtime``), or as
-fast as the recogniser takes it. Final segments are written as they end (text lines, or JSON lines with word
-times); partial results, when asked for, go to standard error whenever they change.
+Every file is one stream, read and fed in pieces as if it were being recorded: at real-time speed (``realtime``),
+or as fast as the recogniser takes it; when there are more files than streams, the next starts when one ends.
+Final segments are written as they end (text lines, or JSON lines with word times); partial results, when asked
+for, go to standard error whenever they change.
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ from dataclasses import asdict, dataclass
 from typing import TextIO
 
 import numpy as np
+import soundfile
 
-from transdec.audio import AudioError, load_audio
+from transdec.audio import AudioError, check_finite, open_audio
 from transdec.streaming.recognizer import Recognizer, Segment, Stream
 
 
@@ -39,48 +41,89 @@ def format_segment(name: str, segment: Segment, jsonl: bool, several: bool) -> s
     return f"{prefix}[{segment.start:7.2f} - {segment.end:7.2f}] {segment.text}"
 
 
+class _FileFeed:
+    """One file read piece by piece as its stream takes it, so memory holds a piece, not the recording."""
+
+    def __init__(self, path: str, model_rate: int) -> None:
+        self.path = path
+        self.file = open_audio(path, model_rate)
+        self.rate = self.file.samplerate
+        self.read_samples = 0
+        self.opened_at = time.perf_counter()
+
+    @property
+    def done(self) -> bool:
+        return self.file.closed
+
+    def read(self, count: int) -> np.ndarray:
+        """Up to ``count`` more mono samples at :attr:`rate` (closing the file at its end)."""
+        try:
+            audio = self.file.read(count, dtype="float32", always_2d=True)
+        except (soundfile.LibsndfileError, RuntimeError, ValueError) as error:
+            self.file.close()
+            raise AudioError(f"{self.path}: not readable as audio ({error})") from error
+        check_finite(self.path, audio, self.read_samples, self.rate)
+        self.read_samples += len(audio)
+        if len(audio) < count:
+            self.file.close()
+            if self.read_samples == 0:
+                raise AudioError(f"{self.path}: the recording holds no samples")
+        return audio.mean(axis=1) if audio.shape[1] > 1 else audio[:, 0]
+
+
 def stream_files(recognizer: Recognizer, paths: Sequence[str], feed: FeedOptions = FeedOptions(),
                  jsonl: bool = False, partials: bool = False, out: TextIO | None = None,
                  err: TextIO | None = None) -> int:
-    """Stream ``paths`` together; returns 0, or 1 if some file could not be read (each is reported, the others
-    go on). ``out`` and ``err`` default to standard output and error."""
+    """Stream ``paths``, as many together as the recognizer's ``max_streams``, the next file starting when a
+    stream ends; returns 0, or 1 if some file could not be read (each is reported, the others go on). Files are
+    read a piece at a time. ``out`` and ``err`` default to standard output and error."""
     out, err = out or sys.stdout, err or sys.stderr
-    rate = recognizer.encoder.sample_rate
-    audio: dict[str, np.ndarray] = {}
+    model_rate = recognizer.encoder.sample_rate
+    waiting = list(paths)
+    active: dict[str, tuple[_FileFeed, Stream]] = {}
+    shown: dict[str, str] = {}
+    several = len(paths) > 1
     failed = 0
-    for path in paths:
-        try:
-            audio[path] = load_audio(path, rate)
-        except AudioError as error:
-            print(f"transdec stream: {error}", file=err)
-            failed += 1
-    if len(audio) > recognizer.options.max_streams:
-        raise ValueError(f"{len(audio)} files but --max-streams {recognizer.options.max_streams}")
-    streams = {path: recognizer.open() for path in audio}
-    fed = dict.fromkeys(audio, 0)
-    piece = max(1, round(feed.piece_seconds * rate))
-    shown = dict.fromkeys(audio, "")
-    several = len(audio) > 1
-    begin = time.perf_counter()
-    while not all(stream.done for stream in streams.values()):
-        # Real time: the audio "recorded" so far has arrived; otherwise one more piece of every stream.
-        arrived = int((time.perf_counter() - begin) * rate) if feed.realtime else None
-        for path, stream in streams.items():
-            samples = audio[path]
-            if fed[path] < len(samples):
-                end = min(len(samples), fed[path] + piece if arrived is None else arrived)
-                stream.accept_waveform(samples[fed[path] : end], rate)
-                fed[path] = end
-                if end == len(samples):
-                    stream.input_finished()
+
+    def fail(error: AudioError) -> None:
+        nonlocal failed
+        print(f"transdec stream: {error}", file=err)
+        failed += 1
+
+    while waiting or active:
+        while waiting and len(active) < recognizer.options.max_streams:
+            path = waiting.pop(0)
+            try:
+                active[path] = (_FileFeed(path, model_rate), recognizer.open())
+                shown[path] = ""
+            except AudioError as error:
+                fail(error)
+        for path, (source, stream) in list(active.items()):
+            if source.done:
+                continue
+            # Real time: the audio "recorded" since the file started has arrived; otherwise one more piece.
+            piece = max(1, round(feed.piece_seconds * source.rate))
+            wanted = (int((time.perf_counter() - source.opened_at) * source.rate) - source.read_samples
+                      if feed.realtime else piece)
+            try:
+                samples = source.read(max(0, wanted))
+            except AudioError as error:
+                fail(error)
+                stream.close()
+                del active[path]
+                continue
+            stream.accept_waveform(samples, source.rate)
+            if source.done:
+                stream.input_finished()
         while recognizer.decode():
             pass
-        for path, stream in streams.items():
+        for path, (source, stream) in list(active.items()):
             report(path, stream, shown, jsonl, partials, several, out, err)
-        if arrived is not None:  # wait for the next piece
-            time.sleep(max(0.0, (arrived // piece + 1) * piece / rate - (time.perf_counter() - begin)))
-    for stream in streams.values():
-        stream.close()
+            if stream.done:
+                stream.close()
+                del active[path]
+        if feed.realtime and active:  # wait for the next piece
+            time.sleep(feed.piece_seconds)
     return 1 if failed else 0
 
 
