@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from transdec.audio import as_waveform
-from transdec.decoding import Fusion, GreedyOptions
+from transdec.decoding import Fusion, GreedyOptions, LabelLoopingOptions, WindOptions
 from transdec.decoding.beam.alsd_pp import AlsdPlusOptions
 from transdec.decoding.beam.streaming import BeamStreams
 from transdec.decoding.greedy.streaming import GreedyStreams
@@ -57,14 +57,15 @@ class StreamingOptions:
     Attributes:
         max_streams: streams open at once (the decoder's batch).
         buffered: chunk and context of buffered streaming, for models without a streaming encoder.
-        decoding: the search: greedy (:class:`GreedyOptions`), or ALSD++ beam search (:class:`AlsdPlusOptions`;
-            a segment's result is its best hypothesis).
+        decoding: the search: greedy (:class:`GreedyOptions`; :class:`WindOptions` or :class:`LabelLoopingOptions`
+            with a ``window_size`` score a WIND window of frames per joint call, for the same result), or ALSD++ beam
+            search (:class:`AlsdPlusOptions`; a segment's result is its best hypothesis).
         endpoint: the endpoint rules; ``None``: one segment per stream, final at the end of its input.
     """
 
     max_streams: int = 16
     buffered: BufferedOptions = BufferedOptions()
-    decoding: GreedyOptions | AlsdPlusOptions = GreedyOptions()
+    decoding: GreedyOptions | WindOptions | LabelLoopingOptions | AlsdPlusOptions = GreedyOptions()
     endpoint: EndpointOptions | None = EndpointOptions()
 
 

@@ -14,6 +14,13 @@ starts a new segment where the stream stands (after an endpoint), its tokens and
 The search is label-looping (Algorithm 3 of the label-looping paper) over streams at different frames: in the frame
 loop every stream still searching reads its frame, a blank moves it on and a token ends its search for this label;
 then one predictor step takes every token found. Streams at different positions only mean different frames to read.
+
+With ``window_size > 1`` (:class:`~transdec.decoding.options.WindOptions` or
+:class:`~transdec.decoding.greedy.label_looping.LabelLoopingOptions`) each joint call of the frame loop scores a WIND
+window of frames from each stream's frame and follows the blanks the reference would through it
+(:class:`~transdec.decoding.greedy.wind_window.WindowScan`); the frames a stream has not received end its window,
+so a stream whose blanks lead past them waits there as it does frame by frame. The output is the same for every
+window size.
 """
 
 from __future__ import annotations
@@ -24,8 +31,9 @@ from dataclasses import dataclass
 import torch
 
 from transdec.decoding.batched_hyps import BatchedHyps
-from transdec.decoding.emissions import GreedyHead
-from transdec.decoding.options import GreedyOptions
+from transdec.decoding.emissions import Emissions, GreedyHead
+from transdec.decoding.greedy.wind_window import WindowScan
+from transdec.decoding.options import GreedyOptions, WindOptions
 from transdec.decoding.results import DecodingStats, Hypothesis
 from transdec.decoding.scoring import Fusion, Scoring, ScorerState
 from transdec.decoding.stream_frames import rebased
@@ -55,6 +63,10 @@ class GreedyStreams:
     stream over what it has, ``hypothesis(slot)`` is its result so far (final once its frames are all in and
     decoded), ``restart(slot)`` begins a new segment there, ``close(slot)`` frees the slot. Frames, timestamps and
     positions count from the stream's start.
+
+    Of ``options`` the search takes ``max_symbols_per_frame`` and, from :class:`WindOptions` (and so
+    :class:`~transdec.decoding.greedy.label_looping.LabelLoopingOptions`), ``window_size``; it runs eagerly in
+    ``dtype`` on ``device``.
     """
 
     def __init__(self, model: DecodingModel, max_streams: int, options: GreedyOptions | None = None,
@@ -63,12 +75,16 @@ class GreedyStreams:
         if max_streams < 1:
             raise ValueError(f"max_streams must be at least 1, got {max_streams}")
         self.head, self.predictor, self.joint = model.head, model.predictor, model.joint
-        self.max_symbols = (options or GreedyOptions()).max_symbols_per_frame
+        options = options or GreedyOptions()
+        self.max_symbols = options.max_symbols_per_frame
         self.device, self.dtype = torch.device(device), dtype
         self.scoring = Scoring(self.head, fusions)
         self.read = GreedyHead(self.scoring, self.device)
         self.stats = DecodingStats()
         self.rows = torch.arange(max_streams, device=self.device)
+        self.window_size = options.window_size if isinstance(options, WindOptions) else 1
+        self.window_scan = None if self.window_size == 1 else WindowScan(self.read, self.joint, self.max_symbols,
+                                                                         self.window_size, max_streams, self.device)
         self._start = self._fresh_state(max_streams, capacity=1)
         self.state = self._fresh_state(max_streams, capacity=1)
 
@@ -151,26 +167,22 @@ class GreedyStreams:
             active = state.is_open & (state.time < state.received)  # [S]
             if not bool(active.any()):
                 break
-            # The frame loop: each searching stream reads its frame; a blank moves it on (it reads again while it
+            # The frame loop: each searching stream reads its frame (or window) and moves over blanks (while it
             # has frames), a token ends its search for this label. Then one predictor step for every token found.
             searching, found = active, torch.zeros_like(active)
             labels = torch.full_like(state.time, head.predictor_blank_id)
+            context = self.scoring.context(state.scorer_state)
             while True:
-                column = (state.time - state.offset).clamp(0, state.encoder_proj.shape[1] - 1)
-                frames = state.encoder_proj[self.rows, column]  # [S, J]
-                forced = None if self.max_symbols is None else state.tokens_at_frame >= self.max_symbols
-                emissions = self.read(self.joint.combine(frames, state.predictor_proj),
-                                      self.scoring.context(state.scorer_state), forced)
+                emission, emits = self._skip_blanks(searching, context)
                 self.stats.joint_calls += 1
-                emits = searching & ~emissions.is_blank
-                state.hyps.add_scores(searching, emissions.scores)
-                state.hyps.add_labels(emits, emissions.labels, state.time, emissions.durations,
-                                      emissions.label_logprobs)
-                moves = searching & (emissions.advance > 0)
+                state.hyps.add_scores(emits, emission.scores)
+                state.hyps.add_labels(emits, emission.labels, state.time, emission.durations,
+                                      emission.label_logprobs)
+                moves = emits & (emission.advance > 0)
                 state.tokens_at_frame = torch.where(moves, 0, state.tokens_at_frame + emits.long())
-                state.time = state.time + torch.where(searching, emissions.advance, 0)
+                state.time = state.time + torch.where(emits, emission.advance, 0)
                 found = found | emits
-                labels = torch.where(emits, emissions.labels, labels)
+                labels = torch.where(emits, emission.labels, labels)
                 searching = searching & ~emits & (state.time < state.received)
                 if not bool(searching.any()):
                     break
@@ -182,6 +194,35 @@ class GreedyStreams:
                                                    state.predictor_proj)
                 state.scorer_state = self.scoring.advance(state.scorer_state, labels, found)
         state.hyps.recount()
+
+    def _skip_blanks(self, searching: torch.Tensor,
+                     context: tuple[torch.Tensor, ...]) -> tuple[Emissions, torch.Tensor]:
+        """One joint call: the ``searching [S]`` streams move over the blanks of their frame (or window), their
+        scores take those blanks'. Returns the emission at each stream's frame (``[S]`` per field) and the streams
+        that found a token there, on a received frame."""
+        state = self.state
+        if self.window_scan is None:  # frame by frame: fewer operations per call than a window of one
+            column = (state.time - state.offset).clamp(0, state.encoder_proj.shape[1] - 1)
+            frames = state.encoder_proj[self.rows, column]  # [S, J]
+            forced = None if self.max_symbols is None else state.tokens_at_frame >= self.max_symbols
+            emissions = self.read(self.joint.combine(frames, state.predictor_proj), context, forced)
+            on_blank = searching & emissions.is_blank
+            state.hyps.add_scores(on_blank, emissions.scores)
+            state.time = state.time + torch.where(on_blank, emissions.advance, 0)
+            state.tokens_at_frame = state.tokens_at_frame.masked_fill(on_blank, 0)
+            return emissions, searching & ~emissions.is_blank
+        # The window in buffer columns: it starts at the stream's frame (column 0, frame `offset`, is never past it,
+        # so no dropped frame is read), and the frames not received yet (the limit) end its chain of blanks, so
+        # nothing is decided on them; a stream whose chain reaches them waits there.
+        emissions, end, crossed = self.window_scan.scan(state.encoder_proj, state.predictor_proj, context,
+                                                        state.time - state.offset, state.received - state.offset,
+                                                        state.tokens_at_frame)
+        state.hyps.add_scores(searching, crossed)
+        moved = torch.where(searching, end, 0)
+        state.time = state.time + moved
+        state.tokens_at_frame = state.tokens_at_frame.masked_fill(moved > 0, 0)
+        found_token = searching & (end < self.window_size) & (state.time < state.received)
+        return self.window_scan.at(emissions, end), found_token
 
     def finish(self, slot: int) -> None:
         """No more frames will come for ``slot``: nothing to do, a greedy search decides nothing past its frames."""

@@ -26,6 +26,10 @@ the blanks it crossed, for every row at once and without a data-dependent loop. 
 RNN-T is the special case where every chain step is +1, i.e. the first non-blank, which it finds directly
 from the run of leading blanks; for multi-blank and TDT the doubling gives output identical to the
 reference. The tests check every head for windows 1 to 64.
+
+:class:`WindowScan` is that window and chain for any rows, each with its own limit on the frames it may read;
+:class:`WindowSkipper` is label-looping's pass on it (the limit: each utterance's length), and the streamed
+search (:mod:`transdec.decoding.greedy.streaming`) takes it with the frames each stream has received as limit.
 """
 
 from __future__ import annotations
@@ -47,51 +51,57 @@ def max_advance(read: GreedyHead) -> int:
     return max([1, *head.durations, *head.big_blank_durations])
 
 
-class WindowSkipper:
-    """Label-looping's inner-loop pass with a window: looks for each searching row's next label in ``w`` frames."""
+class WindowScan:
+    """The joint over a window of ``w`` frames per row and the reference's chain of blank jumps through it: what
+    every windowed greedy search does once per joint call, whatever it keeps of the frames and of its rows.
 
-    def __init__(self, read: GreedyHead, joint: Joint, lengths: torch.Tensor, max_symbols_per_frame: int | None,
-                 max_time: int, window: int) -> None:
+    Frames are columns of ``encoder_proj [B, T, J]``; ``limits [B]`` is, per row, the first column it may not
+    read (an utterance's length; for a stream, the end of the frames received so far). Positions at or past a
+    row's limit end its chain: nothing is decided there.
+    """
+
+    def __init__(self, read: GreedyHead, joint: Joint, max_symbols_per_frame: int | None, window: int,
+                 batch_size: int, device: torch.device) -> None:
         self.read = read
         self.max_symbols = max_symbols_per_frame
         self.joint = joint
-        self.lengths = lengths
         self.window = window
-        device = lengths.device
-        self.rows = torch.arange(lengths.shape[0], device=device).unsqueeze(1)  # [B, 1]
+        self.rows = torch.arange(batch_size, device=device).unsqueeze(1)  # [B, 1]
         self.offsets = torch.arange(window, device=device)  # [w]
         # Chain positions: the window, then where a jump from its last position can land.
         self.positions = torch.arange(window + max_advance(read), device=device)  # [M]
         self.doublings = math.ceil(math.log2(window)) if window > 1 else 0
         # RNN-T blanks all move one frame, so its chain is simply the run of leading blanks.
         self._chain_end = self._first_non_blank if read.head.kind == "rnnt" else self._follow_jumps
-        self.last_frame = max(max_time - 1, 0)
 
     def logits(self, encoder_proj: torch.Tensor, predictor_proj: torch.Tensor, time: torch.Tensor) -> torch.Tensor:
-        """Joint logits ``[B, w, C]`` of frames ``time .. time + w - 1`` of each row (clipped to the last frame)."""
-        frame_index = (time.unsqueeze(1) + self.offsets).clamp(max=self.last_frame)  # [B, w]
+        """Joint logits ``[B, w, C]`` of columns ``time .. time + w - 1`` of each row (clipped to the last column)."""
+        frame_index = (time.unsqueeze(1) + self.offsets).clamp(max=max(encoder_proj.shape[1] - 1, 0))  # [B, w]
         return self.joint.combine(encoder_proj[self.rows, frame_index], predictor_proj.unsqueeze(1))
 
-    def step(self, state: LabelLoopingState) -> tuple[Emissions, torch.Tensor]:
-        """Same contract as plain label-looping's pass: moves ``state.time`` (in place) over the blanks of one
-        window for the searching rows, adds their log-probs to the scores, and returns the emission at each
-        row's new frame (a label where the row found one) and the rows still searching."""
-        w = self.window
-        time, tokens_at_frame, searching = state.time, state.tokens_at_frame, state.searching
-        inside = time.unsqueeze(1) + self.offsets < self.lengths.unsqueeze(1)  # [B, w]
+    def scan(self, encoder_proj: torch.Tensor, predictor_proj: torch.Tensor, context: tuple[torch.Tensor, ...],
+             time: torch.Tensor, limits: torch.Tensor,
+             tokens_at_frame: torch.Tensor) -> tuple[Emissions, torch.Tensor, torch.Tensor]:
+        """Score each row's window from column ``time [B]`` and follow its blank chain from position 0.
+
+        Returns the emissions ``[B, w]`` (fields), the chain's end ``[B]`` (a window position: a label there if it
+        is below ``w`` and the row's limit; else where the chain left the window or the readable frames) and the
+        log-prob of the blanks it crossed ``[B]``. ``tokens_at_frame [B]`` are the tokens emitted at ``time``: after
+        ``max_symbols_per_frame`` of them the first emission is the forced blank.
+        """
+        inside = time.unsqueeze(1) + self.offsets < limits.unsqueeze(1)  # [B, w]
         # The forced blank (after max_symbols_per_frame tokens at a frame) can only be at the window's start.
         forced = None if self.max_symbols is None else (
             (tokens_at_frame >= self.max_symbols).unsqueeze(1) & (self.offsets == 0))
-        emissions = self.read(self.logits(state.encoder_proj, state.predictor_proj, time), state.context,
-                              forced)  # fields [B, w]
+        emissions = self.read(self.logits(encoder_proj, predictor_proj, time), context, forced)  # fields [B, w]
+        end, crossed = self._chain_end(inside & emissions.is_blank, emissions)
+        return emissions, end, crossed
 
-        step_blank = inside & emissions.is_blank
-        end, crossed = self._chain_end(step_blank, emissions)
-        state.hyps.add_scores(searching, crossed)
-        time += torch.where(searching, end, 0)
-        tokens_at_frame.masked_fill_(searching & (end > 0), 0)
-        at = end.clamp(max=w - 1).unsqueeze(1)
-        found = Emissions(
+    def at(self, emissions: Emissions, end: torch.Tensor) -> Emissions:
+        """The emission at each row's chain end ``end [B]`` (the window's last position where the end lies past
+        it), ``[B]`` per field."""
+        at = end.clamp(max=self.window - 1).unsqueeze(1)
+        return Emissions(
             labels=emissions.labels.gather(1, at).squeeze(1),
             is_blank=emissions.is_blank.gather(1, at).squeeze(1),
             durations=None if emissions.durations is None else emissions.durations.gather(1, at).squeeze(1),
@@ -99,8 +109,6 @@ class WindowSkipper:
             label_logprobs=emissions.label_logprobs.gather(1, at).squeeze(1),
             scores=emissions.scores.gather(1, at).squeeze(1),
         )
-        # Rows that found a label stay where they are; later passes re-read the same label there.
-        return found, searching & (end >= w) & (time < self.lengths)
 
     def _follow_jumps(self, step_blank: torch.Tensor, emissions: Emissions) -> tuple[torch.Tensor, torch.Tensor]:
         """End of the chain from position 0 and the log-prob of the blanks it crossed, ``[B]`` each, by
@@ -122,3 +130,29 @@ class WindowSkipper:
         leading_blanks = step_blank.long().cumprod(dim=1)  # [B, w]
         crossed = torch.where(leading_blanks.bool(), emissions.scores, 0.0).sum(dim=1)
         return leading_blanks.sum(dim=1), crossed
+
+
+class WindowSkipper(WindowScan):
+    """Label-looping's inner-loop pass with a window: looks for each searching row's next label in ``w`` frames.
+
+    ``max_time`` goes unused (reads are clipped to the last column of ``encoder_proj``, which has that many
+    frames): the arguments are those of the frame-by-frame pass.
+    """
+
+    def __init__(self, read: GreedyHead, joint: Joint, lengths: torch.Tensor, max_symbols_per_frame: int | None,
+                 max_time: int, window: int) -> None:
+        super().__init__(read, joint, max_symbols_per_frame, window, lengths.shape[0], lengths.device)
+        self.lengths = lengths
+
+    def step(self, state: LabelLoopingState) -> tuple[Emissions, torch.Tensor]:
+        """Same contract as plain label-looping's pass: moves ``state.time`` (in place) over the blanks of one
+        window for the searching rows, adds their log-probs to the scores, and returns the emission at each
+        row's new frame (a label where the row found one) and the rows still searching."""
+        time, tokens_at_frame, searching = state.time, state.tokens_at_frame, state.searching
+        emissions, end, crossed = self.scan(state.encoder_proj, state.predictor_proj, state.context, time,
+                                            self.lengths, tokens_at_frame)
+        state.hyps.add_scores(searching, crossed)
+        time += torch.where(searching, end, 0)
+        tokens_at_frame.masked_fill_(searching & (end > 0), 0)
+        # Rows that found a label stay where they are; later passes re-read the same label there.
+        return self.at(emissions, end), searching & (end >= self.window) & (time < self.lengths)
