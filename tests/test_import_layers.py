@@ -31,6 +31,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("losses", ("transdec.losses",)),
     ("model", ("transdec.model",)),
     ("lm", ("transdec.lm",)),  # lm.build tokenizes text with the model's tokenizer
+    ("biasing", ("transdec.biasing",)),  # a fusion, like the LM
     ("export", ("transdec.export",)),
     ("adapters", ("transdec.adapters",)),  # the ONNX adapter computes an export's front end (transdec.export)
     ("loading", ("transdec.loading",)),

@@ -24,6 +24,23 @@ def test_bigram_scorer_is_a_token_scorer():
     assert isinstance(BigramScorer(3, seed=0), TokenScorer)
 
 
+class FixedScorer(BigramScorer):
+    """Gives ``token_logprobs [N, V]`` whatever the state."""
+
+    def __init__(self, token_logprobs: torch.Tensor) -> None:
+        super().__init__(token_logprobs.shape[-1], seed=0)
+        self.fixed = token_logprobs
+
+    def token_logprobs(self, state: torch.Tensor) -> torch.Tensor:
+        return self.fixed
+
+
+def scored_with(head: HeadSpec, fusion_options: dict, logits: torch.Tensor, lm: torch.Tensor):
+    """``logits`` scored with one fusion whose scorer gives ``lm [N, V]``, through the scoring's own context."""
+    scoring = Scoring(head, [Fusion(FixedScorer(lm), **fusion_options)])
+    return scoring(logits, scoring.context(scoring.initial_state(lm.shape[0], torch.device("cpu"))))
+
+
 def test_fusion_rules_follow_the_paper():
     """Eq. 2 adds the weighted LM log-prob (and bonus) to tokens only; eq. 3 also takes ln(1 - p_blank) into the
     token scores and scales the blank's log-prob by 1 + weight."""
@@ -32,11 +49,11 @@ def test_fusion_rules_follow_the_paper():
     lm = torch.tensor([[-0.1, -2.0, -3.0]], dtype=torch.float64)
     am = logits.log_softmax(dim=-1)
     weight, bonus = 0.5, 0.25
-    plain = Scoring(head, [Fusion(BigramScorer(3, 0), weight, token_bonus=bonus)])(logits, (lm,))
+    plain = scored_with(head, {"weight": weight, "token_bonus": bonus}, logits, lm)
     torch.testing.assert_close(plain.scores[0, :3], am[0, :3] + weight * lm[0] + bonus)
     torch.testing.assert_close(plain.scores[0, 3], am[0, 3])
     torch.testing.assert_close(plain.label_logprobs, am)
-    blank = Scoring(head, [Fusion(BigramScorer(3, 0), weight, blank_scoring=True)])(logits, (lm,))
+    blank = scored_with(head, {"weight": weight, "blank_scoring": True}, logits, lm)
     p_blank = am[0, 3].exp()
     torch.testing.assert_close(blank.scores[0, :3], am[0, :3] + weight * ((1 - p_blank).log() + lm[0]))
     torch.testing.assert_close(blank.scores[0, 3], (1 + weight) * am[0, 3])
@@ -46,7 +63,7 @@ def test_tdt_fusion_leaves_durations_alone():
     head = HeadSpec("tdt", num_tokens=3, durations=(0, 1, 2))
     logits = torch.randn(2, 5, head.num_outputs, dtype=torch.float64)  # a window axis between rows and outputs
     lm = torch.randn(2, 3, dtype=torch.float64).log_softmax(dim=-1)
-    scored = Scoring(head, [Fusion(BigramScorer(3, 0), 1.0)])(logits, (lm,))
+    scored = scored_with(head, {"weight": 1.0}, logits, lm)
     assert scored.scores.shape == (2, 5, head.num_labels)
     torch.testing.assert_close(scored.duration_logprobs, logits[..., head.num_labels:].log_softmax(dim=-1))
     torch.testing.assert_close(scored.scores[..., :3], scored.label_logprobs[..., :3] + lm.unsqueeze(1))

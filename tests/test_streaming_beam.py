@@ -258,3 +258,32 @@ def test_a_restarted_segment_is_searched_like_a_new_utterance(kind, seed):
     for hypothesis in expected:
         hypothesis.timestamps = [t + start for t in hypothesis.timestamps]
     assert_same_nbest([streams.nbest(slot)], [expected])
+
+
+@pytest.mark.parametrize("kind", list(HEADS))
+def test_boosted_streams_equal_whole_decoding_with_the_final_bonus(kind):
+    """With phrase boosting, a finished stream's n-best is ranked and scored with the bonus of unfinished phrases
+    given back, as beam_alsd_pp's; greedy streams equal greedy decoding with the same Boost."""
+    from transdec.biasing import Boost, BoostingTree
+
+    model = model_for(kind, "lstm", "label_heavy")
+    lengths = [9, 17, 4, 12]
+    frames, _ = encoder_batch(lengths, seed=5)
+    plain = greedy_label_looping(model, frames, torch.tensor(lengths), max_symbols_per_frame=3)
+    # Phrases of the decoded tokens, and each with its last token changed (a match that fails at its end).
+    phrases = [(h.tokens[i : i + 3], 1.0) for h in plain.hypotheses() for i in range(0, len(h.tokens) - 2, 2)]
+    phrases += [(tokens[:-1] + [(tokens[-1] + 1) % model.head.num_tokens], 1.0) for tokens, _ in phrases]
+    boost = Boost(BoostingTree.build([phrases], model.head.num_tokens, dtype=torch.float64), 1.5)
+    options = AlsdPlusOptions(beam_size=3, max_symbols_per_frame=3, nbest=3)
+    assert_same_nbest(streamed(model, frames, lengths, options, 3, 2, [boost]),
+                      offline(model, frames, lengths, options, [boost]))
+    expected = greedy_label_looping(model, frames, torch.tensor(lengths), max_symbols_per_frame=3,
+                                    fusions=[boost]).hypotheses()
+    streams = GreedyStreams(model, 4, GreedyOptions(max_symbols_per_frame=3), [boost], dtype=torch.float64)
+    slots = [streams.open() for _ in lengths]
+    for slot, length in zip(slots, lengths):
+        streams.accept(slot, frames[slot, :length])
+        streams.finish(slot)
+    streams.decode()
+    for slot in slots:
+        assert same(streams.close(slot), expected[slot])

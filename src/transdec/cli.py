@@ -15,6 +15,7 @@ from pathlib import Path
 import torch
 
 from transdec import __version__
+from transdec.biasing.boost import DEFAULT_WEIGHT as DEFAULT_BOOST_WEIGHT
 from transdec.decoding.flags import add_decoding_arguments, decoding_configs
 from transdec.long_audio import GLOBAL_ATTENTION_CONTEXT_SECONDS as GLOBAL_CONTEXT
 from transdec.long_audio import ChunkingConfig
@@ -113,6 +114,62 @@ def _add_lm_arguments(p: argparse.ArgumentParser) -> None:
                             " times their log-prob")
 
 
+def _add_boost_arguments(p: argparse.ArgumentParser, items: bool = True) -> None:
+    group = p.add_argument_group("context biasing (phrase boosting, fused like the LM; docs/biasing.md)")
+    group.add_argument("--boost-phrases", default=None, metavar="FILE",
+                       help="phrases to boost: a UTF-8 text file, one phrase per line with an optional TAB and weight "
+                            "(a factor on --boost-weight), or the .pt tree `transdec boost build` compiles from one")
+    if items:
+        group.add_argument("--item-phrases", action="store_true",
+                           help="boost each manifest item by the phrases in its own \"boost_phrases\" field (a list "
+                                "of texts or [text, weight] pairs) as well")
+    group.add_argument("--boost-weight", type=_finite, default=None,
+                       help=f"bonus per matched token, in nats, taken back if the phrase is not completed "
+                            f"(default {DEFAULT_BOOST_WEIGHT:g})")
+    group.add_argument("--boost-depth-scaling", type=_seconds, default=None, metavar="S",
+                       help="the bonus of a phrase's n-th token is weight * (1 + S * (n - 1)) (default 0)")
+    group.add_argument("--boost-case-variants", action="store_true",
+                       help="for cased models: boost each phrase as written, lower case, Capitalised and UPPER case")
+
+
+def _boost_options(args: argparse.Namespace):
+    """The ``--boost-*`` options; a ValueError when they are given with nothing to boost."""
+    from transdec.biasing.items import BoostOptions
+
+    boosting = args.boost_phrases or getattr(args, "item_phrases", False)
+    given = [flag for flag, value in (("--boost-weight", args.boost_weight),
+                                      ("--boost-depth-scaling", args.boost_depth_scaling),
+                                      ("--boost-case-variants", args.boost_case_variants or None)) if value is not None]
+    if given and not boosting:
+        raise ValueError(f"{', '.join(given)} without --boost-phrases: there are no phrases to boost")
+    if args.boost_phrases and not Path(args.boost_phrases).is_file():
+        raise ValueError(f"--boost-phrases {args.boost_phrases}: no such file")
+    if args.boost_phrases and args.boost_phrases.endswith(".pt") and (args.boost_depth_scaling is not None
+                                                                         or args.boost_case_variants):
+        raise ValueError("--boost-depth-scaling and --boost-case-variants are fixed when the tree is built "
+                         "(transdec boost build); give them there")
+    return BoostOptions(DEFAULT_BOOST_WEIGHT if args.boost_weight is None else args.boost_weight,
+                        args.boost_depth_scaling or 0.0, args.boost_case_variants)
+
+
+def _boost_fusions(args: argparse.Namespace, model) -> list:
+    """The ``--boost-phrases`` fusion (its phrases tokenized for the model, or its compiled tree); none without."""
+    if not args.boost_phrases:
+        return []
+    from transdec.biasing import Boost, BoostingTree, read_phrase_file, tokenize_phrases
+
+    options = _boost_options(args)
+    if args.boost_phrases.endswith(".pt"):
+        tree = BoostingTree.load(args.boost_phrases)
+        if tree.vocab_size != model.head.num_tokens:
+            raise ValueError(f"--boost-phrases {args.boost_phrases}: built for {tree.vocab_size} tokens, the model "
+                             f"has {model.head.num_tokens}")
+    else:
+        phrases = tokenize_phrases(read_phrase_file(args.boost_phrases), model.tokenizer, options.case_variants)
+        tree = BoostingTree.build([phrases], model.head.num_tokens, options.depth_scaling)
+    return [Boost(tree.to(args.device), options.weight)]
+
+
 def _integers(text: str) -> list[int]:
     """The comma-separated integers of ``text``; empty if any part is not one."""
     try:
@@ -190,12 +247,13 @@ def _lm_fusions(args: argparse.Namespace, model) -> list:
     return [Fusion(lm, weight, args.lm_token_bonus, args.lm_blank_scoring) for weight in args.lm_weight]
 
 
-def _with_lm(args: argparse.Namespace, model, configs: list) -> list:
-    """``configs`` with the ``--lm`` fusion added, one config per ``--lm-weight``."""
-    fusions = _lm_fusions(args, model)
-    if not fusions:
-        return configs
-    return [dataclasses.replace(config, fusions=(*config.fusions, fusion)) for config in configs for fusion in fusions]
+def _with_fusions(args: argparse.Namespace, model, configs: list) -> list:
+    """``configs`` with the ``--lm`` fusion added, one config per ``--lm-weight``, and the ``--boost-phrases``
+    one."""
+    lms = _lm_fusions(args, model)
+    boosts = _boost_fusions(args, model)
+    configs = [dataclasses.replace(config, fusions=(*config.fusions, lm)) for config in configs for lm in lms] or configs
+    return [dataclasses.replace(config, fusions=(*config.fusions, *boosts)) for config in configs]
 
 
 def _add_transcribe_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -214,6 +272,7 @@ def _add_transcribe_parser(subparsers: argparse._SubParsersAction) -> None:
     _add_length_policy_argument(p)
     _add_long_audio_arguments(p)
     _add_lm_arguments(p)
+    _add_boost_arguments(p)
     p.add_argument("--format", choices=["text", "jsonl", "manifest"], default="text",
                    help="text: one transcript per line; jsonl: text, words with times and confidences; "
                         "manifest: the input entries with pred_text added")
@@ -259,10 +318,15 @@ def _add_stream_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--att-context-size", type=_look_ahead, default=None, metavar="LEFT,RIGHT",
                    help="cache-aware NeMo models: the look-ahead, one the model was trained with, e.g. 70,6 (chunks "
                         "of RIGHT + 1 frames; default the model's first); they ignore the three options above")
-    p.add_argument("--max-streams", type=_at_least(1), default=None, help="streams at once (default: the files)")
+    p.add_argument("--max-streams", type=_at_least(1), default=None,
+                   help="streams at once; more files wait for a free one (default: the files, at most 32)")
     p.add_argument("--beam-size", type=_at_least(1), default=None,
                    help="ALSD++ beam search with this beam, each segment its best hypothesis (default: greedy)")
+    p.add_argument("--window-size", type=_at_least(1), default=1,
+                   help="greedy: the WIND window, frames scored per joint call while looking for the next label "
+                        "(1 = frame by frame; never changes the output; default: 1)")
     _add_lm_arguments(p)
+    _add_boost_arguments(p, items=False)
     p.add_argument("--realtime", action="store_true", help="feed the files at real-time speed")
     p.add_argument("--piece-ms", type=_milliseconds(1), default=0.1, dest="piece",
                    help="audio fed (or read from the microphone) at a time (default: 100)")
@@ -276,7 +340,7 @@ def _add_stream_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _stream(args: argparse.Namespace) -> int:
-    from transdec.decoding import GreedyOptions
+    from transdec.decoding import WindOptions
     from transdec.decoding.beam.alsd_pp import AlsdPlusOptions
     from transdec.loading import load_model
     from transdec.streaming import BufferedOptions, EndpointOptions, Recognizer, StreamingOptions
@@ -290,13 +354,17 @@ def _stream(args: argparse.Namespace) -> int:
             raise ValueError(problem)
         if len(args.lm_weight) != 1:
             raise ValueError("--lm-weight: stream takes one weight")
+        if args.beam_size and args.window_size > 1:
+            raise ValueError("--window-size: greedy search only, not with --beam-size")
+        _boost_options(args)
         options = StreamingOptions(
-            max_streams=args.max_streams or max(1, len(args.paths)),
+            max_streams=args.max_streams or min(max(1, len(args.paths)), 32),
             buffered=BufferedOptions(args.chunk, args.left_context, args.right_context),
-            decoding=AlsdPlusOptions(beam_size=args.beam_size) if args.beam_size else GreedyOptions(),
+            decoding=(AlsdPlusOptions(beam_size=args.beam_size) if args.beam_size
+                      else WindOptions(window_size=args.window_size)),
             endpoint=None if args.no_endpoint else EndpointOptions())
         model = load_model(args.model, device=args.device, att_context_size=args.att_context_size)
-        recognizer = Recognizer(model, options, _lm_fusions(args, model))
+        recognizer = Recognizer(model, options, _lm_fusions(args, model) + _boost_fusions(args, model))
         feed = FeedOptions(args.piece, args.realtime)
         if args.mic:
             device = int(args.mic_device) if args.mic_device and args.mic_device.isdigit() else args.mic_device
@@ -325,6 +393,7 @@ def _add_evaluate_parser(subparsers: argparse._SubParsersAction) -> None:
     _add_length_policy_argument(p)
     _add_long_audio_arguments(p)
     _add_lm_arguments(p)
+    _add_boost_arguments(p)
     p.add_argument("--output-dir", default=None, help="write predictions_<strategy>.jsonl and summary.json here")
     p.add_argument("--allow-upsampling", action="store_true", help="accept audio below the model's sample rate")
     add_decoding_arguments(p, default="greedy_label,greedy_frame", several=True)
@@ -355,6 +424,47 @@ def _add_lm_parser(subparsers: argparse._SubParsersAction) -> None:
                             "(default: use 0.5, 1, 1.5 there, as lmplz --discount_fallback)")
     build.add_argument("--compile", default=None, metavar="PT",
                        help="also write the compiled form (.pt) that --lm loads faster")
+
+
+def _add_boost_parser(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("boost", help="compile phrase lists for context biasing",
+                              description="Phrase boosting trees for a model (docs/biasing.md).")
+    commands = p.add_subparsers(dest="boost_command", required=True, metavar="{build}")
+    build = commands.add_parser(
+        "build", help="tokenize a phrase list with the model's tokenizer and compile its boosting tree",
+        description="Read a phrase list (one phrase per line, an optional TAB and weight), tokenize it with the "
+                    "model's tokenizer and write the boosting tree that --boost-phrases loads without tokenizing "
+                    "again (worth it for long lists).")
+    build.add_argument("phrases", help="the phrase list, UTF-8 text")
+    build.add_argument("--model", required=True, help=MODEL_HELP)
+    build.add_argument("-o", "--output", required=True, metavar="PT", help="the tree file to write (.pt)")
+    build.add_argument("--depth-scaling", type=_seconds, default=0.0, metavar="S",
+                       help="the bonus of a phrase's n-th token is weight * (1 + S * (n - 1)) (default 0)")
+    build.add_argument("--case-variants", action="store_true",
+                       help="for cased models: each phrase as written, lower case, Capitalised and UPPER case")
+
+
+def _boost(args: argparse.Namespace) -> int:
+    from transdec.biasing import BoostingTree, read_phrase_file, tokenize_phrases
+    from transdec.loading import load_model
+
+    try:
+        if not args.output.endswith(".pt"):
+            raise ValueError(f"-o {args.output}: the tree file must end in .pt (that is how --boost-phrases tells "
+                             "it from a phrase list)")
+        problem = _output_problem(args.output)
+        if problem:
+            raise ValueError(problem.replace("--output", "-o"))
+        phrases = read_phrase_file(args.phrases)
+        model = load_model(args.model)
+        tokenized = tokenize_phrases(phrases, model.tokenizer, args.case_variants)
+        tree = BoostingTree.build([tokenized], model.head.num_tokens, args.depth_scaling)
+        tree.save(args.output)
+    except (FileNotFoundError, ValueError) as error:
+        print(f"transdec boost build: error: {error}", file=sys.stderr)
+        return 2
+    print(f"wrote {args.output}: {len(phrases)} phrases, {len(tokenized)} token sequences, {tree.num_nodes} nodes")
+    return 0
 
 
 def _add_export_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -511,14 +621,15 @@ def _transcribe(args: argparse.Namespace) -> int:
             raise ValueError(problem)
         if len(args.lm_weight) != 1:
             raise ValueError("--lm-weight: transcribe takes one weight")
+        boost = _boost_options(args)
         model = _load_model(args)
-        decodings = _with_lm(args, model, decodings)
+        decodings = _with_fusions(args, model, decodings)
         _check_strategies_fit(model, decodings)
     except (FileNotFoundError, ValueError) as error:
         print(f"transdec transcribe: error: {error}", file=sys.stderr)
         return 2
     return transcribe_files(model, args.paths, decodings[0], args.batch_size, args.format, args.output,
-                            args.allow_upsampling, _chunking(args), args.resume)
+                            args.allow_upsampling, _chunking(args), args.resume, boost if args.item_phrases else None)
 
 
 def _check_strategies_fit(model, decodings: list) -> None:
@@ -539,15 +650,17 @@ def _evaluate(args: argparse.Namespace) -> int:
             problem = f"{args.manifest}: no such file"
         if problem:
             raise ValueError(problem)
+        boost = _boost_options(args)
         model = _load_model(args)
-        strategies = _with_lm(args, model, strategies)
+        strategies = _with_fusions(args, model, strategies)
         _check_strategies_fit(model, strategies)
     except (FileNotFoundError, ValueError) as error:
         print(f"transdec evaluate: error: {error}", file=sys.stderr)
         return 2
     try:
         reports, failed = evaluate_manifest(model, args.manifest, strategies, args.batch_size, args.warmup,
-                                            args.normalizer, args.output_dir, args.allow_upsampling, _chunking(args))
+                                            args.normalizer, args.output_dir, args.allow_upsampling, _chunking(args),
+                                            boost if args.item_phrases else None)
     except EvaluationError as error:
         print(f"transdec evaluate: error: {error}", file=sys.stderr)
         return 1
@@ -590,6 +703,7 @@ def main(argv: list[str] | None = None) -> int:
         _add_evaluate_parser(subparsers)
         _add_stream_parser(subparsers)
         _add_lm_parser(subparsers)
+        _add_boost_parser(subparsers)
         _add_export_parser(subparsers)
         _add_inspect_parser(subparsers)
         args = parser.parse_args(argv)
@@ -600,7 +714,7 @@ def main(argv: list[str] | None = None) -> int:
         # Training trades some memory for 1.3x faster steps; batch transcription keeps glibc's defaults.
         configure_malloc("keep" if args.command == "train" else "default")
         commands = {"train": _train, "average": _average, "transcribe": _transcribe, "evaluate": _evaluate,
-                    "stream": _stream, "lm": _lm, "export": _export, "inspect": _inspect}
+                    "stream": _stream, "lm": _lm, "boost": _boost, "export": _export, "inspect": _inspect}
         with _one_line_warnings(command):
             return commands[args.command](args) or 0
     except KeyboardInterrupt:

@@ -16,6 +16,9 @@ import torch
 from tqdm import tqdm
 
 from transdec.audio import AudioError, load_audio
+from transdec.biasing.boost import Boost
+from transdec.biasing.items import ITEM_PHRASES_FIELD, BoostOptions, bind_boosts, item_phrases, with_item_phrases
+from transdec.biasing.phrases import BoostPhrase
 from transdec.decoding import DecodingConfig, decode
 from transdec.long_audio import ChunkingConfig, encode_batch
 from transdec.metrics import word_errors
@@ -73,13 +76,15 @@ WARMUP_SECONDS = 30
 @torch.inference_mode()
 def run_strategies(model: SpeechModel, waveforms: list[np.ndarray], order: list[int],
                    strategies: list[DecodingConfig], batch_size: int, warmup_batches: int, progress=None,
-                   chunking: ChunkingConfig | None = ChunkingConfig()) -> tuple[list[list[str]], float, list[float]]:
+                   chunking: ChunkingConfig | None = ChunkingConfig(), phrases: list[list[BoostPhrase]] | None = None,
+                   item_boost: BoostOptions = BoostOptions()) -> tuple[list[list[str]], float, list[float]]:
     """Transcripts (input order) per strategy, the pooled encoder seconds, and each strategy's decoder seconds.
 
     Each batch is encoded once and every strategy decodes that same encoder output in turn: the encoder's
     work does not depend on the strategy, and interleaving the decoders exposes them to the same machine
     load, so their ratio is measured under equal conditions. The first ``warmup_batches`` batches are run
     untimed first. `progress`, if given, is a tqdm-like bar advanced by utterances per batch and strategy.
+    ``phrases``: each item's own phrases to boost (timed with the decoder: building their tree is part of it).
     """
     device = model.device
     batches = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
@@ -98,6 +103,9 @@ def run_strategies(model: SpeechModel, waveforms: list[np.ndarray], order: list[
             encoder_seconds += time.perf_counter() - start
         for which, decoding in enumerate(strategies):
             start = time.perf_counter()
+            if phrases is not None:
+                decoding = with_item_phrases(strategies[which], [phrases[i] for i in indices], model.tokenizer,
+                                             model.head.num_tokens, item_boost, encoded.device)
             hyps = decode(model, encoded, frame_counts, decoding).hypotheses()
             _synchronize(device)
             if timed:
@@ -110,19 +118,24 @@ def run_strategies(model: SpeechModel, waveforms: list[np.ndarray], order: list[
 
 
 def config_label(config: DecodingConfig) -> str:
-    """The name a strategy's results go by: the strategy, and each fusion's weight (``beam_alsd_pp+lm0.5``)."""
-    return config.strategy + "".join(f"+lm{fusion.weight:g}" for fusion in config.fusions)
+    """The name a strategy's results go by: the strategy, and each fusion's weight (``beam_alsd_pp+lm0.5``,
+    ``greedy_label+boost2``)."""
+    return config.strategy + "".join(f"+{'boost' if isinstance(fusion, Boost) else 'lm'}{fusion.weight:g}"
+                                     for fusion in config.fusions)
 
 
 def evaluate_manifest(model: SpeechModel, manifest: str | Path, strategies: list[DecodingConfig],
                       batch_size: int = 16, warmup_batches: int = 1, normalizer_name: str = "whisper",
                       output_dir: str | Path | None = None, allow_upsampling: bool = False,
-                      chunking: ChunkingConfig | None = ChunkingConfig()) -> tuple[list[StrategyReport], int]:
+                      chunking: ChunkingConfig | None = ChunkingConfig(),
+                      item_boost: BoostOptions | None = None) -> tuple[list[StrategyReport], int]:
     """Evaluate every strategy on the same audio; returns the reports and the number of unusable items.
+    ``item_boost``: boost each item by the phrases of its ``boost_phrases`` field, with these options.
 
     Raises:
         EvaluationError: the manifest has no entries, or no item could be evaluated (nothing is written).
     """
+    strategies = [bind_boosts(strategy, model.tokenizer) for strategy in strategies]
     items, errors = read_manifest_items(Path(manifest))
     for error in errors:
         print(f"transdec evaluate: error: {error.where}: {error.message}", file=sys.stderr)
@@ -131,10 +144,17 @@ def evaluate_manifest(model: SpeechModel, manifest: str | Path, strategies: list
     failed = len(errors)
     usable: list[AudioItem] = []
     waveforms: list[np.ndarray] = []
+    phrases: list[list[BoostPhrase]] = []
     for item in items:
         if item.entry.get("text") is None:
             print(f"transdec evaluate: error: {item.describe(f'{item.name}: the manifest entry has no reference text')}",
                   file=sys.stderr)
+            failed += 1
+            continue
+        try:
+            own = item_phrases(item.entry.get(ITEM_PHRASES_FIELD, []), item.name) if item_boost is not None else []
+        except ValueError as error:
+            print(f"transdec evaluate: error: {item.describe(str(error))}", file=sys.stderr)
             failed += 1
             continue
         try:
@@ -144,6 +164,7 @@ def evaluate_manifest(model: SpeechModel, manifest: str | Path, strategies: list
             failed += 1
             continue
         usable.append(item)
+        phrases.append(own)
     if not usable:
         raise EvaluationError(f"{manifest}: none of its {failed} item(s) could be evaluated")
     normalize = normalizer(normalizer_name)
@@ -154,8 +175,9 @@ def evaluate_manifest(model: SpeechModel, manifest: str | Path, strategies: list
     reports = []
     progress = tqdm(total=len(waveforms) * len(strategies), unit="utt", disable=None,
                     desc="evaluate " + ",".join(config_label(d) for d in strategies))  # a bar on terminals only
-    all_texts, encoder_s, decoder_s = run_strategies(model, waveforms, order, strategies, batch_size,
-                                                     warmup_batches, progress, chunking)
+    all_texts, encoder_s, decoder_s = run_strategies(model, waveforms, order, strategies, batch_size, warmup_batches,
+                                                     progress, chunking, phrases if item_boost else None,
+                                                     item_boost or BoostOptions())
     for decoding, texts, strategy_decoder_s in zip(strategies, all_texts, decoder_s):
         hypotheses = [normalize(t) for t in texts]
         cer = jiwer.cer(references, hypotheses) if references and any(references) else 0.0

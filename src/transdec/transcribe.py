@@ -11,6 +11,8 @@ import numpy as np
 import torch
 
 from transdec.audio import AudioInput, as_waveform
+from transdec.biasing.items import BoostOptions, bind_boosts, with_item_phrases
+from transdec.biasing.phrases import BoostPhrase
 from transdec.decoding import DecodingConfig, Hypothesis, decode
 from transdec.long_audio import ChunkingConfig, encode_batch
 from transdec.protocol import SpeechModel
@@ -81,11 +83,17 @@ def _transcript(model: SpeechModel, nbest: list[Hypothesis], num_samples: int) -
 
 @torch.inference_mode()
 def transcribe(model: SpeechModel, inputs: Sequence[AudioInput], decoding: DecodingConfig | None = None,
-               batch_size: int = 16, chunking: ChunkingConfig | None = ChunkingConfig()) -> list[Transcript]:
+               batch_size: int = 16, chunking: ChunkingConfig | None = ChunkingConfig(),
+               phrases: Sequence[Sequence[str | BoostPhrase] | None] | None = None,
+               boost: BoostOptions = BoostOptions()) -> list[Transcript]:
     """Transcribe audio files (any format libsndfile reads, resampled as needed) or 1-D sample arrays at the
     model's rate. Inputs are batched by similar length; results come back in input order. Recordings longer
     than ``chunking`` allows are encoded in overlapping windows (see :mod:`transdec.long_audio`); ``None``
     encodes everything whole.
+
+    ``phrases``, one list (or None) per input, boosts each input by its own phrases (with ``boost``'s weight), in
+    the same batch as the others; a :class:`~transdec.biasing.Boost` among ``decoding``'s fusions boosts every
+    input, its text phrases tokenized with the model's tokenizer.
 
     Arrays may be float (audio in [-1, 1]) or integer PCM (scaled as soundfile reads it: int16 / 32768,
     int32 / 2**31, uint8 centred on 128); a 2-D array must hold one channel. Audio shorter than one feature
@@ -94,11 +102,18 @@ def transcribe(model: SpeechModel, inputs: Sequence[AudioInput], decoding: Decod
     if isinstance(inputs, (str, os.PathLike, np.ndarray, torch.Tensor)):
         inputs = [inputs]
     waveforms = [as_waveform(item, model.sample_rate, f"inputs[{number}]") for number, item in enumerate(inputs)]
+    if phrases is not None and len(phrases) != len(waveforms):
+        raise ValueError(f"phrases: one list per input, got {len(phrases)} for {len(waveforms)} inputs")
+    phrase_lists = [[p if isinstance(p, BoostPhrase) else BoostPhrase(p) for p in item or ()]
+                    for item in phrases or [None] * len(waveforms)]
+    decoding = bind_boosts(decoding or DecodingConfig(), model.tokenizer)
     results: list[Transcript | None] = [None] * len(waveforms)
     order = sorted(range(len(waveforms)), key=lambda i: len(waveforms[i]))
     for start in range(0, len(order), batch_size):
         indices = order[start : start + batch_size]
         encoded, frame_counts = encode_batch(model, [waveforms[i] for i in indices], chunking)
-        for i, nbest in zip(indices, decode(model, encoded, frame_counts, decoding).nbest_hypotheses()):
+        batch_decoding = with_item_phrases(decoding, [phrase_lists[i] for i in indices], model.tokenizer,
+                                           model.head.num_tokens, boost, encoded.device)
+        for i, nbest in zip(indices, decode(model, encoded, frame_counts, batch_decoding).nbest_hypotheses()):
             results[i] = _transcript(model, nbest, len(waveforms[i]))
     return results  # type: ignore[return-value]

@@ -17,6 +17,7 @@ from typing import TextIO
 from tqdm import tqdm
 
 from transdec.audio import AudioError, load_audio
+from transdec.biasing.items import ITEM_PHRASES_FIELD, BoostOptions, item_phrases
 from transdec.decoding import DecodingConfig
 from transdec.long_audio import ChunkingConfig
 from transdec.protocol import SpeechModel
@@ -96,7 +97,8 @@ class OrderedWriter:
 
 def transcribe_files(model: SpeechModel, paths: list[str], decoding: DecodingConfig, batch_size: int = 16,
                      output_format: str = "text", output: str | None = None, allow_upsampling: bool = False,
-                     chunking: ChunkingConfig | None = ChunkingConfig(), resume: bool = False) -> int:
+                     chunking: ChunkingConfig | None = ChunkingConfig(), resume: bool = False,
+                     item_boost: BoostOptions | None = None) -> int:
     """Transcribe every item under ``paths``; returns the exit code: 0, 1 if any item failed or there was
     nothing to transcribe, 2 if the output cannot be written, 130 if interrupted (or terminated).
 
@@ -104,6 +106,8 @@ def transcribe_files(model: SpeechModel, paths: list[str], decoding: DecodingCon
     existing file stays as it was until then. If the run is interrupted, terminated (SIGTERM) or crashes, every
     result finished so far goes to ``<output>.partial`` instead; ``resume=True`` copies the lines of an existing
     ``<output>.partial``, writes them first, and transcribes only the items it does not hold.
+
+    ``item_boost``: boost each manifest item by the phrases of its ``boost_phrases`` field, with these options.
     """
     items, failures = collect_inputs(paths)
     for failure in failures:
@@ -142,7 +146,7 @@ def transcribe_files(model: SpeechModel, paths: list[str], decoding: DecodingCon
             writer = OrderedWriter(sink, progress, flush=tmp is None)
             try:
                 for position, item, result in _results(model, todo, decoding, batch_size, allow_upsampling,
-                                                       chunking, progress):
+                                                       chunking, progress, item_boost):
                     if not isinstance(result, AudioError):
                         try:
                             writer.done(position, format_result(item, result, output_format, prefix))
@@ -218,17 +222,22 @@ def _sigterm_as_interrupt() -> Iterator[None]:
 
 
 def _results(model: SpeechModel, items: list[AudioItem], decoding: DecodingConfig, batch_size: int, allow_upsampling: bool,
-             chunking: ChunkingConfig | None,
-             progress: tqdm) -> Iterator[tuple[int, AudioItem, Transcript | AudioError]]:
+             chunking: ChunkingConfig | None, progress: tqdm,
+             item_boost: BoostOptions | None) -> Iterator[tuple[int, AudioItem, Transcript | AudioError]]:
     """``(position, item, transcript or the error that kept it from being read)`` for every item, each batch's as
     soon as it is done: items are read ``8 * batch_size`` at a time, sorted by length there and transcribed batch
     by batch, so results come out of order within such a window (:class:`OrderedWriter` restores it)."""
     window = max(8 * batch_size, 1)
     for start in range(0, len(items), window):
-        waveforms = {}
+        waveforms, phrases = {}, {}
         for position in range(start, min(start + window, len(items))):
             item = items[position]
             try:
+                if item_boost is not None and ITEM_PHRASES_FIELD in item.entry:
+                    try:
+                        phrases[position] = item_phrases(item.entry[ITEM_PHRASES_FIELD], item.name)
+                    except ValueError as error:
+                        raise AudioError(str(error)) from None
                 waveforms[position] = load_audio(item.path, model.sample_rate, item.offset, item.duration,
                                                  allow_upsampling)
             except AudioError as error:
@@ -237,7 +246,8 @@ def _results(model: SpeechModel, items: list[AudioItem], decoding: DecodingConfi
         order = sorted(waveforms, key=lambda position: len(waveforms[position]))
         for batch_start in range(0, len(order), batch_size):
             batch = order[batch_start : batch_start + batch_size]
-            transcripts = transcribe(model, [waveforms.pop(p) for p in batch], decoding, batch_size, chunking)
+            transcripts = transcribe(model, [waveforms.pop(p) for p in batch], decoding, batch_size, chunking,
+                                     [phrases.get(p) for p in batch], item_boost or BoostOptions())
             progress.update(len(batch))
             for position, transcript in zip(batch, transcripts):
                 yield position, items[position], transcript

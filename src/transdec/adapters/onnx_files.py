@@ -55,5 +55,27 @@ class TokensTokenizer:
     def decode(self, ids: list[int]) -> str:
         return "".join(self.pieces[i] for i in ids).replace("▁", " ").strip()
 
+    def encode(self, text: str) -> list[int]:
+        """Token ids of ``text``: each word (split at spaces) as ``▁word``, cut greedily into the longest pieces there
+        are. Without the sentencepiece model this is an approximation: its merges may cut a word otherwise. A
+        character no piece starts with is ``<unk>`` where there is one, else a ValueError."""
+        if not hasattr(self, "_ids"):
+            self._ids = {piece: i for i, piece in reversed(list(enumerate(self.pieces)))}  # the first of repeats
+            self._longest = max(map(len, self.pieces), default=0)
+        ids = []
+        for word in text.split():
+            rest = "▁" + word
+            while rest:
+                length = next((n for n in range(min(len(rest), self._longest), 0, -1) if rest[:n] in self._ids), 0)
+                if length:
+                    ids.append(self._ids[rest[:length]])
+                elif "<unk>" in self._ids:
+                    ids.append(self._ids["<unk>"])
+                    length = 1
+                else:
+                    raise ValueError(f"no token starts with {rest[0]!r} (in {word!r}) and there is no <unk>")
+                rest = rest[length:]
+        return ids
+
     def word_starts(self, ids: list[int]) -> list[bool]:
         return [self.pieces[i].startswith("▁") or position == 0 for position, i in enumerate(ids)]

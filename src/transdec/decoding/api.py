@@ -12,7 +12,7 @@ from transdec.decoding import strategies  # noqa: F401  (registers the built-in 
 from transdec.decoding.options import DecodingOptions
 from transdec.decoding.registry import STRATEGIES, Strategy
 from transdec.decoding.results import DecodingResult
-from transdec.decoding.scoring import Fusion
+from transdec.decoding.scoring import Fusion, Scoring
 from transdec.protocol import DecodingModel
 from transdec.runtime import decoding_threads
 
@@ -88,5 +88,6 @@ def decode(
     """
     config = config or DecodingConfig()
     strategy = STRATEGIES[config.strategy]
+    Scoring(model.head, config.fusions).check_batch_size(encoder_out.shape[0])
     with decoding_threads(encoder_out.device, config.options.cpu_threads):
         return strategy.decode(model, encoder_out, lengths, config.options, fusions=config.fusions)

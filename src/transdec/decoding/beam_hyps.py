@@ -146,11 +146,15 @@ class BatchedBeamHyps:
         """``[B, K, K]``: whether two slots of an utterance hold the same token sequence."""
         return same_sequences(self.hashes, self.lengths, self.last_tokens)
 
-    def best(self, count: int, length_norm: bool = False) -> list[list[Hypothesis]]:
-        """Each utterance's ``count`` best hypotheses by score (per token with ``length_norm``), best first."""
-        ranking = self.scores / self.lengths.clamp(min=1) if length_norm else self.scores
+    def best(self, count: int, length_norm: bool = False,
+             final_bonus: torch.Tensor | float = 0.0) -> list[list[Hypothesis]]:
+        """Each utterance's ``count`` best hypotheses by score plus ``final_bonus [B, K]`` (the fusions' end of
+        the hypotheses, :meth:`~transdec.decoding.scoring.Scoring.final_bonus`), per token with ``length_norm``,
+        best first; their scores include the bonus."""
+        scores = self.scores + final_bonus
+        ranking = scores / self.lengths.clamp(min=1) if length_norm else scores
         top_scores, top = ranking.topk(count, dim=1)
-        return self.hypotheses(torch.where(top_scores > -torch.inf, top, -1))
+        return self.hypotheses(torch.where(top_scores > -torch.inf, top, -1), scores)
 
     def hypotheses(self, slots: torch.Tensor, scores: torch.Tensor | None = None) -> list[list[Hypothesis]]:
         """The hypotheses in ``slots [B, N]`` (-1: none), read back through the tree, each utterance's in order;

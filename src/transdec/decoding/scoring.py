@@ -12,6 +12,11 @@ for the token scores once per label (the state only changes when a token is emit
 output), pass it with every joint call, and :meth:`Scoring.advance` the state of the hypotheses that
 emitted a token. Nothing in the search code knows what the external model is.
 
+Two methods a scorer may have besides the protocol's: ``end_bonus(state) -> [N]``, added (weighted) to the scores of
+the final hypotheses of beam searches (:meth:`Scoring.final_bonus`: phrase boosting gives back the bonus of a
+phrase left unfinished), and ``for_utterance(b)``, the scorer of utterance ``b`` for the decoders that search one
+utterance at a time (:meth:`Scoring.for_utterance`: per-utterance phrase lists).
+
 A scorer whose class sets ``graph_safe = True`` promises that on CUDA tensors its methods only launch kernels of
 fixed shapes and read nothing back to the host; label-looping and ALSD++ then capture it in their CUDA graphs
 (:class:`~transdec.lm.NGramLM` does). Other scorers are run eagerly, and a graph mode asked for with them is an error.
@@ -116,6 +121,12 @@ class Scoring:
         for fusion in self.fusions:
             if not isinstance(fusion, Fusion):
                 raise TypeError(f"fusions must be Fusion objects, got {type(fusion).__name__}")
+            if fusion.scorer is None:  # e.g. a Boost of text phrases that no tokenizer has turned into tokens yet
+                raise ValueError(getattr(fusion, "unbound_reason", None) or f"a {type(fusion).__name__} has no scorer")
+            scorer_tokens = getattr(fusion.scorer, "vocab_size", head.num_tokens)
+            if scorer_tokens != head.num_tokens:
+                raise ValueError(f"a fused {type(fusion.scorer).__name__} scores {scorer_tokens} tokens, the model "
+                                 f"has {head.num_tokens}")
 
     @property
     def acoustic_only(self) -> bool:
@@ -130,9 +141,59 @@ class Scoring:
     def initial_state(self, batch_size: int, device: torch.device) -> tuple[ScorerState, ...]:
         return tuple(f.scorer.initial_state(batch_size, device) for f in self.fusions)
 
+    def for_utterance(self, index: int) -> Scoring:
+        """The scoring of utterance ``index`` of the batch, for decoders that search one utterance at a time with
+        ``initial_state(1, ...)``: each scorer with a ``for_utterance(index)`` method (a scorer with per-utterance
+        states, such as :meth:`transdec.biasing.BoostingTree.for_utterances`) is narrowed to that utterance, the
+        others are used as they are."""
+        if not any(hasattr(f.scorer, "for_utterance") for f in self.fusions):
+            return self
+        return Scoring(self.head, [Fusion(f.scorer.for_utterance(index), f.weight, f.token_bonus, f.blank_scoring)
+                                   if hasattr(f.scorer, "for_utterance") else f for f in self.fusions])
+
+    def check_batch_size(self, batch_size: int) -> None:
+        """A ValueError if a scorer made for a batch of a given size (``num_utterances``) gets another."""
+        for fusion in self.fusions:
+            utterances = getattr(fusion.scorer, "num_utterances", None)
+            if utterances is not None and utterances != batch_size:
+                raise ValueError(f"a fused {type(fusion.scorer).__name__} was made for batches of {utterances} "
+                                 f"utterances, the batch has {batch_size}")
+
+    @property
+    def has_final_bonus(self) -> bool:
+        """Whether a fused scorer has an ``end_bonus`` (see :meth:`final_bonus`)."""
+        return any(hasattr(f.scorer, "end_bonus") for f in self.fusions)
+
+    def final_bonus(self, state: tuple[ScorerState, ...]) -> torch.Tensor | float:
+        """``[N]``: what ends the hypotheses in ``state``: the sum of ``weight * scorer.end_bonus(state) [N]`` over
+        the fusions whose scorer has that optional method (0.0, a float, when none has).
+
+        A scorer whose token scores hold bonuses that are only earned later (phrase boosting gives a phrase's
+        bonus token by token and takes it back when the match fails) gives back what a hypothesis ending there has
+        not earned. Beam searches add it to the scores of their final hypotheses before ranking them; greedy
+        decoding keeps its scores as they are (it ranks nothing at the end).
+        """
+        total: torch.Tensor | float = 0.0
+        for fusion, scorer_state in zip(self.fusions, state, strict=True):
+            if hasattr(fusion.scorer, "end_bonus") and fusion.weight:
+                total = total + fusion.weight * fusion.scorer.end_bonus(scorer_state)
+        return total
+
     def context(self, state: tuple[ScorerState, ...]) -> tuple[torch.Tensor, ...]:
-        """Each fusion's token log-probs ``[N, V]`` for hypotheses in ``state``; constant until a token is emitted."""
-        return tuple(f.scorer.token_logprobs(s) for f, s in zip(self.fusions, state, strict=True))
+        """Per fusion, what it adds for hypotheses in ``state``; constant until a token is emitted, so computed
+        once per label rather than at every joint call: ``[N, L]`` (its weighted token scores and token bonus, 0 for
+        the blanks) for eq. 2, its token log-probs ``[N, V]`` for eq. 3 (whose part depends on the joint's blank
+        probability)."""
+        return tuple(self._context(f, f.scorer.token_logprobs(s)) for f, s in zip(self.fusions, state, strict=True))
+
+    def _context(self, fusion: Fusion, token_logprobs: torch.Tensor) -> torch.Tensor:
+        if fusion.blank_scoring:
+            return token_logprobs
+        # A weight of 0 switches the scorer off even where it gives -inf (0 * -inf would be NaN).
+        token_part = fusion.weight * token_logprobs if fusion.weight else torch.zeros_like(token_logprobs)
+        if fusion.token_bonus:
+            token_part = token_part + fusion.token_bonus
+        return torch.nn.functional.pad(token_part, (0, self.head.num_labels - self.head.num_tokens))
 
     def advance(self, state: tuple[ScorerState, ...], tokens: torch.Tensor, mask: torch.Tensor) -> tuple[ScorerState, ...]:
         """The state after the hypotheses where ``mask [N]`` is True emitted ``tokens [N]``; others keep theirs.
@@ -165,21 +226,22 @@ class Scoring:
         else:
             label_logprobs, duration_logprobs = logits.log_softmax(dim=-1), None
         scores = label_logprobs
-        for fusion, token_logprobs in zip(self.fusions, context, strict=True):
-            scores = self._fuse(fusion, scores, label_logprobs, token_logprobs)
+        for fusion, fusion_context in zip(self.fusions, context, strict=True):
+            scores = self._fuse(fusion, scores, label_logprobs, fusion_context)
         return LabelScores(scores, label_logprobs, duration_logprobs)
 
     def _fuse(self, fusion: Fusion, scores: torch.Tensor, label_logprobs: torch.Tensor,
-              token_logprobs: torch.Tensor) -> torch.Tensor:
-        """``scores [N, ..., L]`` with one fusion's ``token_logprobs [N, V]`` added by its rule."""
-        num_tokens = self.head.num_tokens
-        # [N, V] -> [N, 1, ..., V]: one context per hypothesis, shared by the extra axes of the logits.
-        token_logprobs = token_logprobs.view(token_logprobs.shape[0], *[1] * (scores.dim() - 2), num_tokens)
-        # A weight of 0 switches the scorer off even where it gives -inf (0 * -inf would be NaN).
-        token_part = (fusion.weight * token_logprobs.to(scores.dtype) if fusion.weight else
-                      torch.zeros_like(token_logprobs, dtype=scores.dtype)) + fusion.token_bonus
+              context: torch.Tensor) -> torch.Tensor:
+        """``scores [N, ..., L]`` with one fusion's :meth:`context` added by its rule."""
+        # [N, X] -> [N, 1, ..., X]: one context per hypothesis, shared by the extra axes of the logits.
+        if scores.dim() > 2:
+            context = context.view(context.shape[0], *[1] * (scores.dim() - 2), context.shape[-1])
+        if context.dtype != scores.dtype:
+            context = context.to(scores.dtype)
         if not fusion.blank_scoring:
-            return torch.cat([scores[..., :num_tokens] + token_part, scores[..., num_tokens:]], dim=-1)
+            return scores + context
+        num_tokens = self.head.num_tokens
+        token_part = (fusion.weight * context if fusion.weight else torch.zeros_like(context)) + fusion.token_bonus
         blank_logprobs = label_logprobs[..., num_tokens:]
         # ln(1 - p_blank) = ln(sum of token probabilities), which stays finite when p_blank rounds to 1.
         log_not_blank = label_logprobs[..., :num_tokens].logsumexp(dim=-1, keepdim=True)

@@ -348,4 +348,9 @@ class _AesSearch:
         pool.scores, pool.am_scores = merge_equal(same, pool.scores, pool.am_scores, self.options.merge)
 
     def nbest(self) -> list[list[Hypothesis]]:
-        return self.state.hyps.best(self.options.nbest, self.options.length_norm)
+        """Each utterance's ``nbest`` best hypotheses, best first, ranked with the fusions' final bonus."""
+        hyps = self.state.hyps
+        bonus = self.scoring.final_bonus(self.state.scorer_state)  # one row per slot, as the scores
+        if isinstance(bonus, torch.Tensor):
+            bonus = bonus.view_as(hyps.scores)
+        return hyps.best(self.options.nbest, self.options.length_norm, bonus)

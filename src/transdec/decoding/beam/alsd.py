@@ -21,7 +21,8 @@ emitted at ``t`` since ``t`` last moved, its score and its predictor and fusion 
 
 The search ends when every hypothesis is finished; ``max_length_ratio`` (Saon's ``U_max = ratio * T``) ends it
 after ``T + U_max`` steps instead, keeping only the finished hypotheses if there are any. The n-best are the
-finished hypotheses by score (per token with ``length_norm``).
+finished hypotheses by score (per token with ``length_norm``), each with the fusions' final bonus
+(:meth:`~transdec.decoding.scoring.Scoring.final_bonus`, e.g. phrase boosting taking back an unfinished match).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ import torch
 
 from transdec.decoding.beam.frame_search import Move, label_advance
 from transdec.decoding.beam.utterance import (UtteranceHyp, best_first, feed, merge_hypotheses, search_each,
-                                              start_hyp)
+                                              start_hyp, with_final_bonus)
 from transdec.decoding.options import PruningOptions, option
 from transdec.decoding.registry import takes_options
 from transdec.decoding.results import DecodingResult, DecodingStats, Hypothesis
@@ -64,7 +65,8 @@ def beam_alsd(model: DecodingModel, encoder_out: torch.Tensor, lengths: torch.Te
               fusions: Sequence[Fusion] = ()) -> DecodingResult:
     """Beam search over ``encoder_out [B, T, D]`` with valid ``lengths [B]``, one utterance after another."""
     scoring, stats = Scoring(model.head, fusions), DecodingStats()
-    return search_each(encoder_out, lengths, stats, lambda frames: _search(model, scoring, frames, options, stats))
+    return search_each(encoder_out, lengths, stats, scoring,
+                       lambda frames, scoring: _search(model, scoring, frames, options, stats))
 
 
 def _search(model: DecodingModel, scoring: Scoring, frames: torch.Tensor, options: AlsdOptions,
@@ -97,7 +99,7 @@ def _search(model: DecodingModel, scoring: Scoring, frames: torch.Tensor, option
                                 key=lambda h: (h.tokens, None, None) if h.time >= num_frames
                                 else (h.tokens, h.time, h.tokens_at_frame))
         step += 1
-    finished = [h for h in beam if h.time >= num_frames] or beam
+    finished = with_final_bonus(scoring, [h for h in beam if h.time >= num_frames] or beam)
     return [h.hypothesis() for h in best_first(finished, options.length_norm)[: options.nbest]]
 
 

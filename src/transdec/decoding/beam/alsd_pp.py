@@ -20,6 +20,9 @@ On CUDA the search runs as CUDA graphs (:mod:`transdec.decoding.beam.alsd_pp_gra
 runs the predictor on every hypothesis, so a step never reads anything back, and its loop condition is a device
 flag. The results are the same in every mode.
 
+The n-best are ranked with the fusions' final bonus (:meth:`~transdec.decoding.scoring.Scoring.final_bonus`), read
+once the search is over.
+
 The step itself (:class:`AlsdSteps`) is shared with :class:`~transdec.decoding.beam.streaming.BeamStreams`, which
 runs it on streams whose frames arrive in chunks.
 """
@@ -383,8 +386,12 @@ class AlsdSearch(AlsdSteps):
         self.state.active_any.copy_(((hyps.time < self.lengths) & (hyps.scores > -torch.inf)).any())
 
     def nbest(self) -> list[list]:
-        """Each utterance's ``nbest`` best hypotheses, best first."""
-        return self.state.hyps.best(self.options.nbest, self.options.length_norm)
+        """Each utterance's ``nbest`` best hypotheses, best first, ranked with the fusions' final bonus."""
+        hyps = self.state.hyps
+        bonus = self.scoring.final_bonus(self.state.scorer_state)  # one row per slot, as the scores
+        if isinstance(bonus, torch.Tensor):
+            bonus = bonus.view_as(hyps.scores)
+        return hyps.best(self.options.nbest, self.options.length_norm, bonus)
 
     def decoding_stats(self) -> DecodingStats:
         """Predictor and joint calls so far (in place: one read of the device counts)."""

@@ -499,13 +499,29 @@ class FrameSearch:
             self.pending.setdefault(frame, {})[tokens] = paths
 
     def finished(self, nbest: int, length_norm: bool) -> list[Hypothesis]:
-        """The ``nbest`` best finished entries, best first (by score, or per token with ``length_norm``)."""
+        """The ``nbest`` best finished entries, best first (by score, or per token with ``length_norm``), each with
+        the fusions' final bonus (:meth:`~transdec.decoding.scoring.Scoring.final_bonus`)."""
         entries = list(self.pending.get(self.num_frames, {}).items())
+        if self.scoring.has_final_bonus and entries:
+            bonuses = self._final_bonuses([tokens for tokens, _ in entries])
+            entries = [(tokens, dataclasses.replace(paths, score=paths.score + bonus))
+                       for (tokens, paths), bonus in zip(entries, bonuses)]
         if length_norm:
             entries.sort(key=lambda e: -e[1].score / max(len(e[0]), 1))
         else:
             entries.sort(key=lambda e: -e[1].score)
         return [_hypothesis(tokens, paths) for tokens, paths in entries[:nbest]]
+
+    def _final_bonuses(self, sequences: list[Tokens]) -> list[float]:
+        """The final bonus after each of ``sequences``: its fusion states replayed token by token (the predictor
+        need not have read a finished sequence's last token)."""
+        state = self.scoring.initial_state(len(sequences), self.device)
+        for position in range(max(len(tokens) for tokens in sequences)):
+            labels = torch.tensor([tokens[position] if position < len(tokens) else 0 for tokens in sequences],
+                                  device=self.device)
+            mask = torch.tensor([position < len(tokens) for tokens in sequences], device=self.device)
+            state = self.scoring.advance(state, labels, mask)
+        return self.scoring.final_bonus(state).tolist()
 
 
 def _hypothesis(tokens: Tokens, paths: PathSum) -> Hypothesis:

@@ -231,7 +231,7 @@ def beam_graves(model: DecodingModel, encoder_out: torch.Tensor, lengths: torch.
     """
     scoring, stats = Scoring(model.head, fusions), DecodingStats()
     early = options.pruning == "early"
-    return search_each(encoder_out, lengths, stats, lambda frames: _search(
+    return search_each(encoder_out, lengths, stats, scoring, lambda frames, scoring: _search(
         FrameSearch(model, scoring, frames, options.max_symbols_per_frame, options.merge, stats, early=early), options))
 
 

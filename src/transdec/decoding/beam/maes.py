@@ -87,7 +87,7 @@ def beam_maes(model: DecodingModel, encoder_out: torch.Tensor, lengths: torch.Te
     Returns the n-best per utterance (``result.nbest``), best first, and the best in ``result.hyps``.
     """
     scoring, stats = Scoring(model.head, fusions), DecodingStats()
-    return search_each(encoder_out, lengths, stats, lambda frames: _search(
+    return search_each(encoder_out, lengths, stats, scoring, lambda frames, scoring: _search(
         FrameSearch(model, scoring, frames, options.max_symbols_per_frame, options.merge, stats), options))
 
 

@@ -122,13 +122,24 @@ class BeamStreams:
         """Begin a new segment of the stream in ``slot`` where its best hypothesis stands (after an endpoint): one
         empty hypothesis there, the predictor and the fusions at their start; the frames and positions go on."""
         hyps = self._open_state(slot).search.hyps
-        self._start_beam(slot, int(hyps.time[slot, int(self._ranking(slot).argmax())]))
+        best = self._ranking(slot, self._scores(slot, final=True)).argmax()
+        self._start_beam(slot, int(hyps.time[slot, int(best)]))
 
-    def _ranking(self, slot: int) -> torch.Tensor:
-        """``[K]``: what orders the slot's hypotheses, best highest: the score, or per token with ``length_norm``."""
-        hyps = self.state.search.hyps
-        scores = hyps.scores[slot]
-        return scores / hyps.lengths[slot].clamp(min=1) if self.options.length_norm else scores
+    def _scores(self, slot: int, final: bool) -> torch.Tensor:
+        """``[K]``: the slot's hypothesis scores, with the fusions' final bonus where the hypotheses end here
+        (``final``), as ``beam_alsd_pp`` ranks its final hypotheses: an unfinished boosted phrase given back."""
+        search = self.state.search
+        scores = search.hyps.scores[slot]
+        if final and self.scoring.has_final_bonus:
+            rows = self.slot_of_row == slot
+            scores = scores + self.scoring.final_bonus(self.scoring.gather_state(search.scorer_state,
+                                                                                 rows.nonzero().squeeze(1)))
+        return scores
+
+    def _ranking(self, slot: int, scores: torch.Tensor) -> torch.Tensor:
+        """``[K]``: what orders the slot's hypotheses, best highest: ``scores``, or per token with ``length_norm``."""
+        lengths = self.state.search.hyps.lengths[slot]
+        return scores / lengths.clamp(min=1) if self.options.length_norm else scores
 
     def _start_beam(self, slot: int, time: int) -> None:
         """The beam of ``slot``: one empty hypothesis at frame ``time``, as at the start of an utterance."""
@@ -295,7 +306,10 @@ class BeamStreams:
         beam as it stands (two hypotheses that a merge waiting for the stream's length would join may both be in
         it)."""
         hyps = self._open_state(slot).search.hyps
-        top_scores, top = self._ranking(slot).topk(self.options.nbest)
+        scores = self._scores(slot, final=bool(self.state.finished[slot]))
+        top_scores, top = self._ranking(slot, scores).topk(self.options.nbest)
         slots = torch.full((hyps.batch_size, self.options.nbest), -1, dtype=torch.long, device=self.device)
         slots[slot] = torch.where(top_scores > -torch.inf, top, -1)
-        return hyps.hypotheses(slots)[slot]
+        all_scores = hyps.scores.clone()
+        all_scores[slot] = scores
+        return hyps.hypotheses(slots, all_scores)[slot]

@@ -84,6 +84,14 @@ def merge_hypotheses(hyps: list[H], rule: str, key: Callable[[H], Hashable]) -> 
     return merged
 
 
+def with_final_bonus(scoring: Scoring, hyps: list[H]) -> list[H]:
+    """``hyps`` with the fusions' final bonus (:meth:`~transdec.decoding.scoring.Scoring.final_bonus`) added to
+    their scores: what the n-best of a search is ranked by."""
+    if not scoring.has_final_bonus:
+        return hyps
+    return [dataclasses.replace(h, score=h.score + float(scoring.final_bonus(h.scorer_state)[0])) for h in hyps]
+
+
 def best_first(hyps: list[H], length_norm: bool = False) -> list[H]:
     """By score, or by score per token with ``length_norm``, best first (ties keep their order)."""
     if length_norm:
@@ -91,10 +99,11 @@ def best_first(hyps: list[H], length_norm: bool = False) -> list[H]:
     return sorted(hyps, key=lambda h: -h.score)
 
 
-def search_each(encoder_out: torch.Tensor, lengths: torch.Tensor, stats: DecodingStats,
-                search: Callable[[torch.Tensor], list[Hypothesis]]) -> DecodingResult:
-    """``search`` on each utterance's valid frames ``[T_b, D]`` of ``encoder_out [B, T, D]``; its n-best lists as
-    one result."""
+def search_each(encoder_out: torch.Tensor, lengths: torch.Tensor, stats: DecodingStats, scoring: Scoring,
+                search: Callable[[torch.Tensor, Scoring], list[Hypothesis]]) -> DecodingResult:
+    """``search`` on each utterance's valid frames ``[T_b, D]`` of ``encoder_out [B, T, D]`` with ``scoring`` for
+    that utterance (:meth:`~transdec.decoding.scoring.Scoring.for_utterance`); its n-best lists as one result."""
     lengths = checked_lengths(encoder_out, lengths)
-    nbest_lists = [search(encoder_out[b, :length]) for b, length in enumerate(lengths.tolist())]
+    nbest_lists = [search(encoder_out[b, :length], scoring.for_utterance(b))
+                   for b, length in enumerate(lengths.tolist())]
     return DecodingResult.from_nbest(nbest_lists, stats, encoder_out.device, encoder_out.dtype)

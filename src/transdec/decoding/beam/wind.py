@@ -30,7 +30,8 @@ from dataclasses import dataclass
 
 import torch
 
-from transdec.decoding.beam.utterance import UtteranceHyp, best_first, feed, merge_hypotheses, search_each, start_hyp
+from transdec.decoding.beam.utterance import (UtteranceHyp, best_first, feed, merge_hypotheses, search_each, start_hyp,
+                                              with_final_bonus)
 from transdec.decoding.inputs import check_rnnt_head
 from transdec.decoding.options import BeamOptions, WindOptions
 from transdec.decoding.registry import takes_options
@@ -59,7 +60,8 @@ def beam_wind(model: DecodingModel, encoder_out: torch.Tensor, lengths: torch.Te
     """WIND beam search over ``encoder_out [B, T, D]`` with valid ``lengths [B]``, one utterance after another."""
     check_rnnt_head(model.head, "beam_wind")
     scoring, stats = Scoring(model.head, fusions), DecodingStats()
-    return search_each(encoder_out, lengths, stats, lambda frames: _search(model, scoring, frames, options, stats))
+    return search_each(encoder_out, lengths, stats, scoring,
+                       lambda frames, scoring: _search(model, scoring, frames, options, stats))
 
 
 def _search(model: DecodingModel, scoring: Scoring, frames: torch.Tensor, options: WindBeamOptions,
@@ -83,7 +85,8 @@ def _search(model: DecodingModel, scoring: Scoring, frames: torch.Tensor, option
                 hyp.pending = None
             for new in _expand(model, scoring, encoder_proj, hyp, options, stats):
                 waiting.setdefault(new.time, []).append(new)
-    ranked = best_first(merge_hypotheses(best_first(finished), options.merge, key=lambda h: h.tokens),
+    ranked = best_first(with_final_bonus(scoring, merge_hypotheses(best_first(finished), options.merge,
+                                                                   key=lambda h: h.tokens)),
                         options.length_norm)
     return [h.hypothesis() for h in ranked[: options.nbest]]
 

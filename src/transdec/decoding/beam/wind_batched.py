@@ -258,5 +258,10 @@ class _WindSearch:
                                                        self.scoring.gather_state(state.scorer_state, old_rows))
 
     def nbest(self) -> list[list[Hypothesis]]:
-        """Each utterance's ``nbest`` best finished hypotheses, best first."""
-        return self.state.hyps.best(self.options.nbest, self.options.length_norm)
+        """Each utterance's ``nbest`` best finished hypotheses, best first, ranked with the fusions' final bonus (a
+        finished hypothesis has no pending token: its fusion state is up to date)."""
+        hyps = self.state.hyps
+        bonus = self.scoring.final_bonus(self.state.scorer_state)  # one row per slot, as the scores
+        if isinstance(bonus, torch.Tensor):
+            bonus = bonus.view_as(hyps.scores)
+        return hyps.best(self.options.nbest, self.options.length_norm, bonus)

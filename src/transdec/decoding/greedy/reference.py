@@ -50,7 +50,8 @@ def greedy_reference(model: DecodingModel, encoder_out: torch.Tensor, lengths: t
     scoring = Scoring(model.head, fusions)
     stats = DecodingStats()
     hypotheses = [
-        _decode_utterance(model, scoring, encoder_out[b, :length], options.max_symbols_per_frame, stats)
+        _decode_utterance(model, scoring.for_utterance(b), encoder_out[b, :length], options.max_symbols_per_frame,
+                          stats)
         for b, length in enumerate(lengths.tolist())
     ]
     return DecodingResult(BatchedHyps.from_hypotheses(hypotheses, encoder_out.device, encoder_out.dtype), stats)

@@ -37,21 +37,23 @@ def greedy_wind(model: DecodingModel, encoder_out: torch.Tensor, lengths: torch.
     read = GreedyHead(Scoring(model.head, fusions), encoder_out.device)
     hypotheses = [
         _decode_utterance(model, read, encoder_out[b, :length], options.max_symbols_per_frame, options.window_size,
-                          stats)
+                          stats, read.scoring.for_utterance(b))
         for b, length in enumerate(lengths.tolist())
     ]
     return DecodingResult(BatchedHyps.from_hypotheses(hypotheses, encoder_out.device, encoder_out.dtype), stats)
 
 
 def _decode_utterance(model: DecodingModel, read: GreedyHead, frames: torch.Tensor,
-                      max_symbols_per_frame: int | None, window: int, stats: DecodingStats) -> Hypothesis:
+                      max_symbols_per_frame: int | None, window: int, stats: DecodingStats,
+                      scoring: Scoring) -> Hypothesis:
+    """Greedy decoding of one utterance's encoder frames ``[T, D]``; ``scoring`` is ``read``'s for this utterance
+    (:meth:`~transdec.decoding.scoring.Scoring.for_utterance`): it holds the fusion states."""
     head, predictor, joint = model.head, model.predictor, model.joint
     num_frames = frames.shape[0]
     hyp = Hypothesis()
     if num_frames == 0:
         return hyp
     encoder_proj = joint.project_encoder(frames.unsqueeze(0))[0]  # [T, J]
-    scoring = read.scoring
     label = torch.tensor([head.predictor_blank_id], device=frames.device)
     state = predictor.initial_state(1)
     scorer_state = scoring.initial_state(1, frames.device)
