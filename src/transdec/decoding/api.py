@@ -88,6 +88,6 @@ def decode(
     """
     config = config or DecodingConfig()
     strategy = STRATEGIES[config.strategy]
-    Scoring(model.head, config.fusions).check_batch_size(encoder_out.shape[0])
+    Scoring.check_batch_size(config.fusions, encoder_out.shape[0])
     with decoding_threads(encoder_out.device, config.options.cpu_threads):
         return strategy.decode(model, encoder_out, lengths, config.options, fusions=config.fusions)

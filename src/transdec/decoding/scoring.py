@@ -151,9 +151,10 @@ class Scoring:
         return Scoring(self.head, [Fusion(f.scorer.for_utterance(index), f.weight, f.token_bonus, f.blank_scoring)
                                    if hasattr(f.scorer, "for_utterance") else f for f in self.fusions])
 
-    def check_batch_size(self, batch_size: int) -> None:
+    @staticmethod
+    def check_batch_size(fusions: Sequence[Fusion], batch_size: int) -> None:
         """A ValueError if a scorer made for a batch of a given size (``num_utterances``) gets another."""
-        for fusion in self.fusions:
+        for fusion in fusions:
             utterances = getattr(fusion.scorer, "num_utterances", None)
             if utterances is not None and utterances != batch_size:
                 raise ValueError(f"a fused {type(fusion.scorer).__name__} was made for batches of {utterances} "
