@@ -236,6 +236,20 @@ def test_concurrent_requests_are_batched_with_the_results_of_each_alone(server, 
     assert batches < len(recordings) + 1 and batches - singles >= 1  # a batch of more than one request
 
 
+def test_many_clients_at_once_all_get_their_own_transcript(server, model, recordings):
+    expected = {path: alone(model, path).text for path in recordings}
+    client = server.client()
+
+    def request(path: str) -> str:
+        with open(path, "rb") as f:
+            return client.audio.transcriptions.create(model="x", file=f).text
+
+    paths = recordings * 4
+    with ThreadPoolExecutor(len(paths)) as pool:  # more than a batch: requests finish while others wait
+        texts = list(pool.map(request, paths))
+    assert texts == [expected[path] for path in paths]
+
+
 def test_bad_requests_are_400_in_openai_s_error_shape(server, tmp_path):
     client = server.client()
     bad = tmp_path / "notes.wav"

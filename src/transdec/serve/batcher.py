@@ -59,7 +59,7 @@ class Slot:
         self.release()
 
 
-@dataclass
+@dataclass(eq=False)  # compared by identity: the queue removes this job, not one with equal audio
 class _Job:
     waveform: np.ndarray
     phrases: list[BoostPhrase]
