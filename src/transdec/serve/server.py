@@ -29,6 +29,5 @@ def run(model: SpeechModel, options: ServeOptions = ServeOptions(), host: str = 
                     getattr(self, "_captured_signals", []).clear()
 
     config = uvicorn.Config(create_app(model, options), host=host, port=port, log_level=log_level,
-                            timeout_graceful_shutdown=options.shutdown_timeout,
-                            limit_max_requests=None, ws_ping_interval=20.0)
+                            timeout_graceful_shutdown=options.shutdown_timeout)
     Server(config).run()
