@@ -443,14 +443,18 @@ def _serve(args: argparse.Namespace) -> int:
         boost = _boost_options(args)
         streaming = StreamingOptions(args.max_streams, BufferedOptions(args.chunk, args.left_context,
                                                                        args.right_context))
+        try:
+            options = ServeOptions(model_name=args.model, language=None if args.language == "any" else args.language,
+                                   decoding=decodings[0], chunking=_chunking(args), boost=boost, streaming=streaming,
+                                   max_batch=args.max_batch, max_wait_ms=args.max_wait_ms, max_queue=args.max_queue,
+                                   max_audio_seconds=args.max_audio_seconds, max_request_mb=args.max_request_mb,
+                                   allow_upsampling=args.allow_upsampling)
+        except ValueError as error:  # ServeOptions names its field first: name the flag instead
+            field, _, rest = str(error).partition(" ")
+            raise ValueError(f"--{field.replace('_', '-')} {rest}") from None
         model = _load_model(args)
-        decoding = _with_fusions(args, model, decodings)[0]
-        _check_strategies_fit(model, [decoding])
-        options = ServeOptions(model_name=args.model, language=None if args.language == "any" else args.language,
-                               decoding=decoding, chunking=_chunking(args), boost=boost, streaming=streaming,
-                               max_batch=args.max_batch, max_wait_ms=args.max_wait_ms, max_queue=args.max_queue,
-                               max_audio_seconds=args.max_audio_seconds, max_request_mb=args.max_request_mb,
-                               allow_upsampling=args.allow_upsampling)
+        options = dataclasses.replace(options, decoding=_with_fusions(args, model, decodings)[0])
+        _check_strategies_fit(model, [options.decoding])
     except (FileNotFoundError, ValueError) as error:
         print(f"transdec serve: error: {error}", file=sys.stderr)
         return 2
