@@ -448,7 +448,7 @@ def test_sigterm_finishes_the_request_in_flight_then_exits_0(tmp_path):
 
             began = time.monotonic()
             response = pool.submit(post)
-            time.sleep(0.5)
+            wait_until(lambda: "transdec_queue_depth 1" in httpx.get(f"{url}/metrics").text)  # it is in flight
             process.send_signal(signal.SIGTERM)
             result = response.result()
         assert result.status_code == 200 and result.json()["text"] == LOGIC_TEXT
