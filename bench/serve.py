@@ -116,7 +116,8 @@ def run_mode(mode: str, args: argparse.Namespace) -> list[dict]:
                 "mode": mode, "clients": clients, "requests": len(ok), "failed": len(results) - len(ok),
                 "throughput": sum(audio for _, audio in ok) / wall,
                 "p50": 1000 * statistics.median(latencies) if latencies else float("nan"),
-                "p99": 1000 * latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))] if latencies else float("nan"),
+                "p99": (1000 * latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))] if latencies
+                        else float("nan")),
                 "batch": (batches_after[1] - batches_before[1]) / batches if batches else float("nan")})
             row = rows[-1]
             print(f"{mode:8s} {clients:4d} clients: {row['requests']:5d} requests, {row['throughput']:7.1f} audio s/s, "

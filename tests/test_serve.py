@@ -479,3 +479,19 @@ def test_segments_start_at_pauses_and_subtitle_times():
     srt = subtitles(Transcript("a b c d", words=words), "srt")
     assert srt.splitlines()[-2] == "01:01:01,000 --> 01:01:01,250"
     assert len(segments_of([WordTiming(str(i), i * 0.5, i * 0.5 + 0.4, 1.0) for i in range(60)])) == 3
+
+
+def test_streams_search_as_the_server_decodes_where_streaming_can():
+    from transdec.decoding import DecodingConfig, GreedyOptions, WindOptions
+    from transdec.decoding.beam.alsd_pp import AlsdPlusOptions
+    from transdec.serve.options import streaming_options
+
+    def search(strategy: str, **values):
+        return streaming_options(ServeOptions(decoding=DecodingConfig(strategy, **values))).decoding
+
+    assert search("beam_alsd_pp", beam_size=4) == AlsdPlusOptions(beam_size=4)
+    assert search("greedy_label", window_size=8, max_symbols_per_frame=3) == WindOptions(max_symbols_per_frame=3,
+                                                                                        window_size=8)
+    assert search("beam_maes", beam_size=4, max_symbols_per_frame=5) == GreedyOptions(max_symbols_per_frame=5)
+    with pytest.raises(ValueError, match="max_batch"):
+        ServeOptions(max_batch=0)

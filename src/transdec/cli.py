@@ -399,7 +399,8 @@ def _add_serve_parser(subparsers: argparse._SubParsersAction) -> None:
                         help="the longest recording a request may send (default: 300)")
     limits.add_argument("--max-request-mb", type=_finite, default=25.0, help="the largest request (default: 25)")
     limits.add_argument("--max-streams", type=_at_least(1), default=16,
-                        help="WebSocket streams at once, decoded in one batch; more are closed with 1013 (default: 16)")
+                        help="WebSocket streams at once, decoded in one batch; more are closed with 1013 "
+                             "(default: 16)")
     streaming = p.add_argument_group("streaming (buffered windows, as transdec stream)")
     streaming.add_argument("--chunk-ms", type=_milliseconds(1), default=0.48, dest="chunk",
                            help="audio encoded at a time (default: 480)")
@@ -802,7 +803,8 @@ def main(argv: list[str] | None = None) -> int:
         # Training trades some memory for 1.3x faster steps; batch transcription keeps glibc's defaults.
         configure_malloc("keep" if args.command == "train" else "default")
         commands = {"train": _train, "average": _average, "transcribe": _transcribe, "evaluate": _evaluate,
-                    "stream": _stream, "serve": _serve, "lm": _lm, "boost": _boost, "export": _export, "inspect": _inspect}
+                    "stream": _stream, "serve": _serve, "lm": _lm, "boost": _boost, "export": _export,
+                    "inspect": _inspect}
         with _one_line_warnings(command):
             return commands[args.command](args) or 0
     except KeyboardInterrupt:

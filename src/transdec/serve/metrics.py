@@ -108,7 +108,8 @@ class Metrics:
             def series(name: str, kind: str, help: str, lines: list[str]) -> None:
                 out.extend([f"# HELP {name} {help}", f"# TYPE {name} {kind}", *lines])
 
-            series("transdec_info", "gauge", "The model served.", [f'transdec_info{{model="{_label(self.model_name)}"}} 1'])
+            series("transdec_info", "gauge", "The model served.",
+                   [f'transdec_info{{model="{_label(self.model_name)}"}} 1'])
             series("transdec_requests_total", "counter", "HTTP transcription requests by endpoint and status "
                    "(499: the client went away first).",
                    [f'transdec_requests_total{{endpoint="{e}",status="{s}"}} {n}'

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -25,6 +26,7 @@ from transdec.serve.metrics import Metrics
 from transdec.serve.options import ServeOptions
 from transdec.serve.responses import FORMATS, GRANULARITIES, subtitles, verbose_json
 from transdec.serve.uploads import AudioTooLong, read_upload
+from transdec.transcribe import Transcript
 
 #: What the metrics call this endpoint.
 ENDPOINT = "transcriptions"
@@ -36,7 +38,8 @@ class _BodyTooLarge(Exception):
     pass
 
 
-def transcription_router(batcher: DynamicBatcher, metrics: Metrics, options: ServeOptions, sample_rate: int) -> APIRouter:
+def transcription_router(batcher: DynamicBatcher, metrics: Metrics, options: ServeOptions,
+                         sample_rate: int) -> APIRouter:
     """The transcription and model-listing routes of one server."""
     router = APIRouter()
 
@@ -132,8 +135,9 @@ async def _client_gone(request: Request) -> None:
         pass
 
 
+@dataclass
 class _Fields:
-    """The form's fields, checked."""
+    """The form's fields that matter, checked."""
 
     upload: UploadFile
     response_format: str
@@ -142,22 +146,19 @@ class _Fields:
 
     @classmethod
     def parse(cls, form: FormData, options: ServeOptions) -> _Fields:
-        fields = cls()
         upload = form.get("file")
         if not isinstance(upload, UploadFile):
             raise bad_request("a file is required: send the audio as the multipart field 'file'", "file",
                               "missing_file")
-        fields.upload = upload
-        fields.response_format = _text(form, "response_format") or "json"
-        if fields.response_format not in FORMATS:
-            raise bad_request(f"response_format {fields.response_format!r} is not one of {', '.join(FORMATS)}",
+        response_format = _text(form, "response_format") or "json"
+        if response_format not in FORMATS:
+            raise bad_request(f"response_format {response_format!r} is not one of {', '.join(FORMATS)}",
                               "response_format")
         granularities = [*form.getlist("timestamp_granularities[]"), *form.getlist("timestamp_granularities")]
         for value in granularities:
             if value not in GRANULARITIES:
                 raise bad_request(f"timestamp_granularities: {value!r} is not one of {', '.join(GRANULARITIES)}",
                                   "timestamp_granularities")
-        fields.words = "word" in granularities
         language = _text(form, "language")
         if language and options.language and language.lower().split("-")[0] != options.language.lower():
             raise bad_request(f"language {language!r}: this server's model transcribes {options.language!r} only",
@@ -165,10 +166,9 @@ class _Fields:
         if (_text(form, "stream") or "").lower() == "true":
             raise bad_request("stream=true is not supported here; stream audio through the WebSocket endpoint "
                               "/v1/audio/stream instead", "stream")
-        fields.phrases = _phrases(form, options.max_phrases)
-        return fields
+        return cls(upload, response_format, "word" in granularities, _phrases(form, options.max_phrases))
 
-    def response(self, transcript, options: ServeOptions) -> Response:
+    def response(self, transcript: Transcript, options: ServeOptions) -> Response:
         if self.response_format == "json":
             return JSONResponse({"text": transcript.text})
         if self.response_format == "text":

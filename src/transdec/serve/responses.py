@@ -91,7 +91,8 @@ def _timestamp(seconds: float, separator: str) -> str:
 
 
 def _seconds(value: float) -> float:
-    """Times to the millisecond: frame times are multiples of the frame shift, which floats show as 0.24000000000000002."""
+    """Times to the millisecond: frame times are multiples of the frame shift, which floats show as
+    0.24000000000000002."""
     return round(value, 3)
 
 

@@ -196,7 +196,13 @@ class StreamingHub:
             if not connections:
                 continue
             began = time.perf_counter()
-            stepped, events = await self.worker.run(self._step, connections)
+            try:
+                stepped, events = await self.worker.run(self._step, connections)
+            except Exception as error:  # a bug, not a stream's audio (those are caught per stream): end them all
+                logger.exception("streaming step failed")
+                await self.worker.run(self._free_all, connections)
+                stepped, events = 0, [(c, {"type": "error", "message": f"the server failed: {error}"})
+                                      for c in connections]
             if stepped:
                 self.metrics.stream_step(time.perf_counter() - began)
             for connection, event in events:
@@ -254,6 +260,10 @@ class StreamingHub:
                 connection.shown = text
                 events.append((connection, {"type": "partial", "text": text}))
         return stepped, events
+
+    def _free_all(self, connections: list[Connection]) -> None:
+        for connection in connections:
+            self._free(connection)
 
     @staticmethod
     def _free(connection: Connection) -> None:
