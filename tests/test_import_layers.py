@@ -38,6 +38,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("transcription", ("transdec.long_audio", "transdec.transcribe", "transdec.transcribe_files",
                        "transdec.evaluate", "transdec.inspect_model")),
     ("streaming", ("transdec.streaming",)),  # segments carry transcription's word timings
+    ("serve", ("transdec.serve",)),  # HTTP: transcription batched, streams over a WebSocket
     ("training", ("transdec.training",)),  # validates by transcribing
     ("cli", ("transdec.cli", "transdec.console", "transdec.__main__")),
 ]

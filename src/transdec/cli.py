@@ -375,6 +375,94 @@ def _stream(args: argparse.Namespace) -> int:
         return 2
 
 
+def _add_serve_parser(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "serve", help="an HTTP server: OpenAI's transcription API, streaming over a WebSocket, metrics",
+        description="Serve a model over HTTP (pip install 'transdec[serve]'; docs/serve.md): POST "
+                    "/v1/audio/transcriptions as OpenAI's API has it, requests arriving together decoded in one "
+                    "batch; streaming recognition over the WebSocket /v1/audio/stream; GET /health and GET /metrics "
+                    "(Prometheus). SIGTERM or Ctrl-C stops taking requests, finishes those in flight and exits 0.")
+    p.add_argument("--model", default="tiny-en-rnnt", help=MODEL_HELP + " (default: %(default)s)")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s; 0.0.0.0: all)")
+    p.add_argument("--port", type=_at_least(0), default=8000, help="(default: %(default)s)")
+    p.add_argument("--language", default="en",
+                   help="the language the model transcribes (ISO-639-1; requests naming another are refused; "
+                        "'any' accepts all; default: %(default)s)")
+    limits = p.add_argument_group("batching and limits")
+    limits.add_argument("--max-batch", type=_at_least(1), default=16, help="requests decoded together (default: 16)")
+    limits.add_argument("--max-wait-ms", type=_seconds, default=10.0,
+                        help="how long a request waits for others to batch with (default: 10)")
+    limits.add_argument("--max-queue", type=_at_least(1), default=64,
+                        help="requests admitted and not yet decoding; more get 503 with Retry-After (default: 64)")
+    limits.add_argument("--max-audio-seconds", type=_finite, default=300.0,
+                        help="the longest recording a request may send (default: 300)")
+    limits.add_argument("--max-request-mb", type=_finite, default=25.0, help="the largest request (default: 25)")
+    limits.add_argument("--max-streams", type=_at_least(1), default=16,
+                        help="WebSocket streams at once, decoded in one batch; more are closed with 1013 "
+                             "(default: 16)")
+    streaming = p.add_argument_group("streaming (buffered windows, as transdec stream)")
+    streaming.add_argument("--chunk-ms", type=_milliseconds(1), default=0.48, dest="chunk",
+                           help="audio encoded at a time (default: 480)")
+    streaming.add_argument("--left-context-ms", type=_milliseconds(0), default=2.0, dest="left_context",
+                           help="audio before each chunk the encoder sees again (default: 2000)")
+    streaming.add_argument("--right-context-ms", type=_milliseconds(0), default=0.48, dest="right_context",
+                           help="audio after each chunk the encoder waits for (default: 480)")
+    _add_length_policy_argument(p)
+    _add_long_audio_arguments(p)
+    _add_lm_arguments(p)
+    _add_boost_arguments(p, items=False)
+    p.add_argument("--allow-upsampling", action="store_true", help="accept audio below the model's sample rate")
+    add_decoding_arguments(p, default="greedy_label")
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import importlib.util
+
+    try:  # the serve extra
+        import fastapi  # noqa: F401
+        import uvicorn  # noqa: F401
+
+        if not (importlib.util.find_spec("python_multipart") or importlib.util.find_spec("multipart")):
+            raise ImportError("python-multipart, which reads uploaded forms, is not installed")
+        from transdec.serve import ServeOptions, run
+    except ImportError as error:
+        print(f"transdec serve: error: {error}; pip install 'transdec[serve]'", file=sys.stderr)
+        return 2
+    from transdec.streaming import BufferedOptions, StreamingOptions
+
+    try:  # every option is checked before the model is loaded
+        decodings = decoding_configs(args)
+        if len(decodings) != 1:
+            raise ValueError(f"--decoding {args.decoding}: serve takes one strategy")
+        problem = _lm_problem(args) or _device_problem(args.device)
+        if problem:
+            raise ValueError(problem)
+        if len(args.lm_weight) != 1:
+            raise ValueError("--lm-weight: serve takes one weight")
+        args.item_phrases = True  # each request may bring its own phrases, boosted with --boost-weight
+        boost = _boost_options(args)
+        streaming = StreamingOptions(args.max_streams, BufferedOptions(args.chunk, args.left_context,
+                                                                       args.right_context))
+        try:
+            options = ServeOptions(model_name=args.model, language=None if args.language == "any" else args.language,
+                                   decoding=decodings[0], chunking=_chunking(args), boost=boost, streaming=streaming,
+                                   max_batch=args.max_batch, max_wait_ms=args.max_wait_ms, max_queue=args.max_queue,
+                                   max_audio_seconds=args.max_audio_seconds, max_request_mb=args.max_request_mb,
+                                   allow_upsampling=args.allow_upsampling)
+        except ValueError as error:  # ServeOptions names its field first: name the flag instead
+            field, _, rest = str(error).partition(" ")
+            raise ValueError(f"--{field.replace('_', '-')} {rest}") from None
+        model = _load_model(args)
+        options = dataclasses.replace(options, decoding=_with_fusions(args, model, decodings)[0])
+        _check_strategies_fit(model, [options.decoding])
+    except (FileNotFoundError, ValueError) as error:
+        print(f"transdec serve: error: {error}", file=sys.stderr)
+        return 2
+    run(model, options, args.host, args.port)
+    return 0
+
+
 def _add_evaluate_parser(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "evaluate", help="WER, CER and RTFx on a manifest, several strategies side by side",
@@ -702,6 +790,7 @@ def main(argv: list[str] | None = None) -> int:
         _add_transcribe_parser(subparsers)
         _add_evaluate_parser(subparsers)
         _add_stream_parser(subparsers)
+        _add_serve_parser(subparsers)
         _add_lm_parser(subparsers)
         _add_boost_parser(subparsers)
         _add_export_parser(subparsers)
@@ -714,7 +803,8 @@ def main(argv: list[str] | None = None) -> int:
         # Training trades some memory for 1.3x faster steps; batch transcription keeps glibc's defaults.
         configure_malloc("keep" if args.command == "train" else "default")
         commands = {"train": _train, "average": _average, "transcribe": _transcribe, "evaluate": _evaluate,
-                    "stream": _stream, "lm": _lm, "boost": _boost, "export": _export, "inspect": _inspect}
+                    "stream": _stream, "serve": _serve, "lm": _lm, "boost": _boost, "export": _export,
+                    "inspect": _inspect}
         with _one_line_warnings(command):
             return commands[args.command](args) or 0
     except KeyboardInterrupt:

@@ -31,12 +31,16 @@ class FeedOptions:
     realtime: bool = False
 
 
+def segment_record(segment: Segment) -> dict:
+    """A final segment as JSON writes it: times to the millisecond, words with their times and confidences."""
+    return {"start": round(segment.start, 3), "end": round(segment.end, 3), "text": segment.text,
+            "words": [{**asdict(word), "start": round(word.start, 3), "end": round(word.end, 3),
+                       "confidence": round(word.confidence, 4)} for word in segment.words]}
+
+
 def format_segment(name: str, segment: Segment, jsonl: bool, several: bool) -> str:
     if jsonl:
-        record = {"path": name, "start": round(segment.start, 3), "end": round(segment.end, 3), "text": segment.text,
-                  "words": [{**asdict(word), "start": round(word.start, 3), "end": round(word.end, 3),
-                             "confidence": round(word.confidence, 4)} for word in segment.words]}
-        return json.dumps(record, ensure_ascii=False)
+        return json.dumps({"path": name, **segment_record(segment)}, ensure_ascii=False)
     prefix = f"{name}\t" if several else ""
     return f"{prefix}[{segment.start:7.2f} - {segment.end:7.2f}] {segment.text}"
 

@@ -1,0 +1,149 @@
+"""Load test of ``transdec serve``: real HTTP clients in separate processes against a real server, dynamic batching
+against ``--max-batch 1``, in one run.
+
+    .venv/bin/python bench/serve.py --clients 1 8 32 64 --seconds 20
+    .venv/bin/python bench/serve.py --clients 1 8 --seconds 5          # a quick check
+
+For each mode (``dynamic``: ``--max-batch 16 --max-wait-ms 10``; ``single``: ``--max-batch 1``) a server is
+started as ``transdec serve`` in a subprocess; for each client count ``C`` the clients, spread over
+``--processes`` processes (threads inside each), each send the example recordings one after another (a closed
+loop: the next request when the last one is answered) for ``--seconds``. Reported: requests answered, throughput
+in audio seconds transcribed per second of wall time, p50 and p99 latency from sending a request to its answer,
+the mean batch size the server's ``/metrics`` counted, and the requests that failed (503 included: the queue is
+large enough here that none should). The clients share the machine with the server: on a small machine their CPU
+time is part of what is measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import httpx
+import soundfile
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = sorted((ROOT / "examples").glob("*.flac"))
+MODES = {"dynamic": ["--max-batch", "16", "--max-wait-ms", "10"], "single": ["--max-batch", "1"]}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def client_process(url: str, threads: int, seconds: float, offset: int) -> list[tuple[float, float, int]]:
+    """``threads`` closed-loop clients for ``seconds``; ``(latency, audio seconds, status)`` per request."""
+    files = [(path.name, path.read_bytes(), soundfile.info(path).duration) for path in EXAMPLES]
+    results: list[tuple[float, float, int]] = []
+    lock = threading.Lock()
+    stop = time.monotonic() + seconds
+
+    def client(number: int) -> None:
+        with httpx.Client(timeout=120) as http:
+            position = number
+            while time.monotonic() < stop:
+                name, data, duration = files[position % len(files)]
+                position += 1
+                began = time.perf_counter()
+                response = http.post(f"{url}/v1/audio/transcriptions", files={"file": (name, data)},
+                                     data={"model": "x"})
+                with lock:
+                    results.append((time.perf_counter() - began, duration, response.status_code))
+
+    workers = [threading.Thread(target=client, args=(offset + i,)) for i in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    return results
+
+
+def batch_stats(url: str) -> tuple[float, float]:
+    """The server's batch count and the requests in them, from /metrics."""
+    text = httpx.get(f"{url}/metrics").text
+    count = float(re.search(r"^transdec_batch_size_count (\S+)$", text, re.M)[1])
+    total = float(re.search(r"^transdec_batch_size_sum (\S+)$", text, re.M)[1])
+    return count, total
+
+
+def run_mode(mode: str, args: argparse.Namespace) -> list[dict]:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    command = [sys.executable, "-m", "transdec", "serve", "--model", args.model, "--port", str(port),
+               "--max-queue", "1024", *MODES[mode]]
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    server = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    rows = []
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline or server.poll() is not None:
+                raise RuntimeError(f"the {mode} server did not start")
+            time.sleep(0.2)
+        client_process(url, 1, 0.5, 0)  # warm-up
+        for clients in args.clients:
+            processes = min(args.processes, clients)
+            shares = [clients // processes + (i < clients % processes) for i in range(processes)]
+            batches_before = batch_stats(url)
+            began = time.perf_counter()
+            with ProcessPoolExecutor(processes) as pool:
+                futures = [pool.submit(client_process, url, share, args.seconds, sum(shares[:i]))
+                           for i, share in enumerate(shares)]
+                results = [result for future in futures for result in future.result()]
+            wall = time.perf_counter() - began
+            batches_after = batch_stats(url)
+            ok = [(latency, audio) for latency, audio, status in results if status == 200]
+            latencies = sorted(latency for latency, _ in ok)
+            batches = batches_after[0] - batches_before[0]
+            rows.append({
+                "mode": mode, "clients": clients, "requests": len(ok), "failed": len(results) - len(ok),
+                "throughput": sum(audio for _, audio in ok) / wall,
+                "p50": 1000 * statistics.median(latencies) if latencies else float("nan"),
+                "p99": (1000 * latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))] if latencies
+                        else float("nan")),
+                "batch": (batches_after[1] - batches_before[1]) / batches if batches else float("nan")})
+            row = rows[-1]
+            print(f"{mode:8s} {clients:4d} clients: {row['requests']:5d} requests, {row['throughput']:7.1f} audio s/s, "
+                  f"p50 {row['p50']:7.1f} ms, p99 {row['p99']:7.1f} ms, mean batch {row['batch']:5.2f}, "
+                  f"{row['failed']} failed", flush=True)
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(60)
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default="tiny-en-rnnt")
+    parser.add_argument("--clients", type=int, nargs="+", default=[1, 8, 32, 64])
+    parser.add_argument("--seconds", type=float, default=20.0, help="each client count's duration")
+    parser.add_argument("--processes", type=int, default=4, help="client processes (the clients are their threads)")
+    parser.add_argument("--modes", nargs="+", choices=list(MODES), default=list(MODES))
+    args = parser.parse_args()
+    rows = [row for mode in args.modes for row in run_mode(mode, args)]
+    print("\n| mode | clients | requests | throughput (audio s/s) | p50 ms | p99 ms | mean batch | failed |")
+    print("|---|---|---|---|---|---|---|---|")
+    for row in rows:
+        print(f"| {row['mode']} | {row['clients']} | {row['requests']} | {row['throughput']:.1f} | {row['p50']:.0f} | "
+              f"{row['p99']:.0f} | {row['batch']:.2f} | {row['failed']} |")
+
+
+if __name__ == "__main__":
+    main()

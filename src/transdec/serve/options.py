@@ -1,0 +1,87 @@
+"""What a server is set to do: its decoding, its batching and its limits, in one dataclass."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from transdec.biasing.items import BoostOptions
+from transdec.decoding import DecodingConfig, GreedyOptions, WindOptions
+from transdec.decoding.beam.alsd_pp import AlsdPlusOptions
+from transdec.decoding.options import BeamOptions
+from transdec.long_audio import ChunkingConfig
+from transdec.streaming import StreamingOptions
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    """How :func:`transdec.serve.create_app` serves a model.
+
+    Attributes:
+        model_name: the name ``/health`` and ``/v1/models`` report (requests may name any model: there is one).
+        language: the language the model transcribes (ISO-639-1, reported in ``verbose_json``); a request naming
+            another is refused, since a Transducer cannot switch language and would return garbage. ``None``
+            accepts every request's language.
+        decoding: strategy, options and fusions (LM, server-wide boost phrases) of every request.
+        chunking: recordings longer than this are encoded in windows, as ``transdec transcribe`` does.
+        boost: the weight (and depth scaling, case variants) of each request's own phrases.
+        streaming: the WebSocket streams' recognizer (buffered windows, endpoints, ``max_streams``); its decoding
+            and fusions follow ``decoding`` (see :func:`streaming_options`).
+        max_batch: requests decoded together in one encoder and decoder call.
+        max_wait_ms: how long the first request of a batch waits for others to join it.
+        max_queue: requests admitted and not yet decoding (reading their upload, or waiting for a batch); one
+            more is refused with 503, so memory stays bounded under overload.
+        max_audio_seconds: the longest recording a request may send (413 beyond).
+        max_request_mb: the largest request body, in MB of 10**6 bytes (413 beyond).
+        max_phrases: the most boost phrases one request may send (400 beyond).
+        allow_upsampling: accept audio below the model's sample rate (refused by default, as the CLI does).
+        stream_buffer_seconds: audio a WebSocket client may send ahead of the recognizer before the server stops
+            reading from it (backpressure through TCP).
+        shutdown_timeout: seconds a graceful shutdown waits for requests in flight before cancelling them.
+    """
+
+    model_name: str = "transdec"
+    language: str | None = "en"
+    decoding: DecodingConfig = field(default_factory=DecodingConfig)
+    chunking: ChunkingConfig | None = ChunkingConfig()
+    boost: BoostOptions = BoostOptions()
+    streaming: StreamingOptions = StreamingOptions()
+    max_batch: int = 16
+    max_wait_ms: float = 10.0
+    max_queue: int = 64
+    max_audio_seconds: float = 300.0
+    max_request_mb: float = 25.0
+    max_phrases: int = 1000
+    allow_upsampling: bool = False
+    stream_buffer_seconds: float = 10.0
+    shutdown_timeout: float = 60.0
+
+    def __post_init__(self) -> None:
+        for name in ("max_batch", "max_queue", "max_phrases"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        for name in ("max_audio_seconds", "max_request_mb", "stream_buffer_seconds", "shutdown_timeout"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        if not self.max_wait_ms >= 0:
+            raise ValueError(f"max_wait_ms must be 0 or more, got {self.max_wait_ms}")
+
+    @property
+    def max_request_bytes(self) -> int:
+        return int(self.max_request_mb * 1_000_000)
+
+
+def streaming_options(options: ServeOptions) -> StreamingOptions:
+    """``options.streaming`` with the search of ``options.decoding`` where streaming has it: ALSD++ beam search
+    streams as itself, greedy strategies stream greedily (with their WIND window and symbol limit); other beam
+    searches have no streaming form and stream greedily, with their symbol limit."""
+    from dataclasses import replace
+
+    decoding = options.decoding.options
+    if isinstance(decoding, AlsdPlusOptions):
+        search: GreedyOptions = decoding
+    elif isinstance(decoding, WindOptions) and not isinstance(decoding, BeamOptions):
+        search = WindOptions(max_symbols_per_frame=decoding.max_symbols_per_frame, window_size=decoding.window_size)
+    else:
+        search = GreedyOptions(max_symbols_per_frame=getattr(decoding, "max_symbols_per_frame",
+                                                             GreedyOptions().max_symbols_per_frame))
+    return replace(options.streaming, decoding=search)
