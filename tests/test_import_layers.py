@@ -37,6 +37,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("loading", ("transdec.loading",)),
     ("transcription", ("transdec.long_audio", "transdec.transcribe", "transdec.transcribe_files",
                        "transdec.evaluate", "transdec.inspect_model")),
+    ("scale", ("transdec.scale",)),  # transcription on a Ray cluster, written as transcription writes
     ("streaming", ("transdec.streaming",)),  # segments carry transcription's word timings
     ("training", ("transdec.training",)),  # validates by transcribing
     ("cli", ("transdec.cli", "transdec.console", "transdec.__main__")),
