@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from transdec import transcribe_files as transcribe_files_module
+from transdec.biasing.items import BoostOptions
 from transdec.decoding import DecodingConfig
 from transdec.loading import load_model
 from transdec.scale import RayOptions, ReplicaPlan, plan_replicas, ray_transcribe
@@ -34,6 +35,8 @@ def manifest(tmp_path_factory) -> Path:
     corrupt = folder / "corrupt.flac"
     corrupt.write_bytes(EXAMPLES[0].read_bytes()[:3000])  # a FLAC cut short: libsndfile loses sync
     rows: list[dict] = [{"audio_filepath": str(EXAMPLES[i % len(EXAMPLES)]), "id": i} for i in range(12)]
+    rows[2]["boost_phrases"] = ["are you making this up", ["logic", 2.0]]  # with --item-phrases
+    rows[7]["boost_phrases"] = "not a list"  # a failed item with --item-phrases
     rows.insert(4, {"audio_filepath": str(corrupt)})
     rows.insert(9, {"audio_filepath": str(folder / "missing.flac")})
     path = folder / "m.jsonl"
@@ -46,15 +49,15 @@ def plain(manifest: Path, tmp_path_factory):
     """The output of a single-process ``transdec transcribe`` of the manifest, by format and batch size."""
     model = load_model(MODEL)
     folder = tmp_path_factory.mktemp("plain")
-    done: dict[tuple[str, int], str] = {}
+    done: dict[tuple[str, int, bool], str] = {}
 
-    def output(output_format: str, batch_size: int) -> str:
-        if (output_format, batch_size) not in done:
-            path = folder / f"{output_format}-{batch_size}.txt"
+    def output(output_format: str, batch_size: int, item_phrases: bool = False) -> str:
+        if (output_format, batch_size, item_phrases) not in done:
+            path = folder / f"{output_format}-{batch_size}-{item_phrases}.txt"
             assert transcribe_files(model, [str(manifest)], DecodingConfig(), batch_size, output_format,
-                                    str(path)) == 1
-            done[output_format, batch_size] = path.read_text()
-        return done[output_format, batch_size]
+                                    str(path), item_boost=BoostOptions() if item_phrases else None) == 1
+            done[output_format, batch_size, item_phrases] = path.read_text()
+        return done[output_format, batch_size, item_phrases]
 
     return output
 
@@ -142,8 +145,10 @@ def test_the_output_equals_a_plain_run_and_bad_items_are_reported(cluster, manif
 
 
 def test_the_command_line_writes_what_it_writes_without_ray(cluster, manifest: Path, plain, capsys) -> None:
-    code, out, err = cli(capsys, "transcribe", manifest, "--batch-size", "4", "--ray")
-    assert code == 1 and out == plain("text", 4), err
+    code, out, err = cli(capsys, "transcribe", manifest, "--batch-size", "4", "--item-phrases", "--ray")
+    assert code == 1 and out == plain("text", 4, item_phrases=True), err
+    assert f"{manifest}:9: {EXAMPLES[1]}: boost_phrases must be a list of phrases, got str" in err
+    assert "3 item(s) failed, 11 transcribed" in err
     assert "ray: 14 item(s) in 1 window(s) of up to 32, 1 replica (1 CPU, 1 thread each)" in err
 
 
@@ -208,8 +213,8 @@ def test_the_command_joins_a_running_cluster_by_its_address(cluster, manifest: P
     address = cluster.get_runtime_context().gcs_address
     out = tmp_path / "out.txt"
     result = subprocess.run([sys.executable, "-m", "transdec", "transcribe", str(manifest), "--batch-size", "4",
-                             "--output", str(out), "--ray", address], capture_output=True, text=True, timeout=120)
+                             "--item-phrases", "--output", str(out), "--ray", address], capture_output=True, text=True, timeout=120)
     assert result.returncode == 1, result.stderr
-    assert out.read_text() == plain("text", 4)
+    assert out.read_text() == plain("text", 4, item_phrases=True)
     assert "ray: 14 item(s) in 1 window(s) of up to 32, 1 replica" in result.stderr
     wait_for_free_cpus(cluster)  # still up, and the job's replica is gone with the job

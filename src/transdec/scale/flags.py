@@ -14,19 +14,21 @@ def add_ray_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("Ray cluster (many machines, many replicas; docs/scale.md; needs "
                                       "pip install 'transdec[ray]')")
     group.add_argument("--ray", nargs="?", const=LOCAL, default=None, metavar="ADDRESS",
-                       help="transcribe on a Ray cluster: reading in CPU tasks, a pool of model replicas, the output "
-                            "as without --ray. ADDRESS: auto (the cluster `ray start` made on this machine), HOST:PORT "
-                            "of a head node, or ray://HOST:10001 (Ray Client); none: start a cluster on this machine "
-                            "for the run. Every node must see the audio and model files at the same paths")
+                       help="transcribe on a Ray cluster: reading in CPU tasks, a pool of model replicas, the "
+                            "output as without --ray. ADDRESS: auto (the cluster `ray start` made on this machine), "
+                            "HOST:PORT of a head node, or ray://HOST:10001 (Ray Client); none: start a cluster on "
+                            "this machine for the run. Every node must see the audio and model files at the same "
+                            "paths")
     group.add_argument("--ray-replicas", type=_positive(int), default=None, metavar="N",
                        help="model replicas (default: one per GPU with --device cuda, else one per "
                             "--ray-cpus-per-replica CPUs, less what reading takes)")
     group.add_argument("--ray-cpus-per-replica", type=_positive(float), default=RayOptions.cpus_per_replica,
-                       metavar="N", help="CPUs each replica asks for; on CPUs, its PyTorch threads (default %(default)g)")
+                       metavar="N",
+                       help="CPUs each replica asks for; on CPUs, its PyTorch threads (default %(default)g)")
     group.add_argument("--ray-window", type=_positive(int), default=None, metavar="ITEMS",
-                       help="items a replica transcribes per call, sorted by length there (default 8 x --batch-size, "
-                            "as without --ray, which gives the same output to the byte; less spreads a small run over "
-                            "more replicas)")
+                       help="items a replica transcribes per call, sorted by length there (default 8 x "
+                            "--batch-size, as without --ray, which gives the same output to the byte; less spreads a "
+                            "small run over more replicas)")
 
 
 def ray_options(args: argparse.Namespace) -> RayOptions:

@@ -109,7 +109,8 @@ class RayRun:
     item_boost: BoostOptions | None
     cluster: str
 
-    def results(self, todo: list[AudioItem], progress: tqdm) -> Iterator[tuple[int, AudioItem, Transcript | AudioError]]:
+    def results(self, todo: list[AudioItem],
+                progress: tqdm) -> Iterator[tuple[int, AudioItem, Transcript | AudioError]]:
         """``(position, item, transcript or error)`` of every item of ``todo``, a window at a time as replicas
         finish them (in any order); see :data:`~transdec.transcribe_files.Results`."""
         ray = import_ray()
@@ -119,7 +120,8 @@ class RayRun:
                        f"{self.plan.describe()}, on a cluster of {self.cluster}", file=sys.stderr)
         if len(windows) < self.plan.replicas:
             progress.write(f"{COMMAND}: ray: {len(windows)} window(s) keep only {len(windows)} of the "
-                           f"{self.plan.replicas} replicas busy; a smaller --ray-window spreads them", file=sys.stderr)
+                           f"{self.plan.replicas} replicas busy; a smaller --ray-window spreads them",
+                           file=sys.stderr)
         dataset = ray.data.from_items([{"window": pack(window)} for window in windows],
                                       override_num_blocks=len(windows))
         dataset = dataset.map_batches(read_windows, batch_size=1, num_cpus=self.plan.read_cpus,
@@ -166,15 +168,20 @@ def _named(message: str, item: AudioItem) -> str:
 
 @dataclass
 class Throughput:
-    """Items and seconds of audio done since the run started."""
+    """Items and seconds of audio done since the run started, and since its first results (the replicas up)."""
 
     total: int
     done: int = 0
     audio_seconds: float = 0.0
     start: float = field(default_factory=time.monotonic)
     reported: float = field(default_factory=time.monotonic)
+    first: float | None = None  # when the first results came
+    audio_at_first: float = 0.0
 
     def add(self, results: list[ItemResult]) -> None:
+        if self.first is None:
+            self.first = time.monotonic()
+            self.audio_at_first = sum(result.seconds for result in results)
         self.done += len(results)
         self.audio_seconds += sum(result.seconds for result in results)
 
@@ -190,6 +197,10 @@ class Throughput:
         return True
 
     def report(self) -> str:
-        elapsed = time.monotonic() - self.start
-        return (f"{self.done}/{self.total} item(s), {self.audio_seconds:.1f} s of audio in {elapsed:.1f} s: "
+        now = time.monotonic()
+        line = (f"{self.done}/{self.total} item(s), {self.audio_seconds:.1f} s of audio in {now - self.start:.1f} s: "
                 f"{self.rate()}")
+        if self.first is not None and now - self.first > 0.1 and self.audio_seconds > self.audio_at_first:
+            line += (f"; first results after {self.first - self.start:.1f} s, "
+                     f"{(self.audio_seconds - self.audio_at_first) / (now - self.first):.1f} s of audio/s since")
+        return line
