@@ -4,8 +4,9 @@ start a local Ray cluster of this machine's CPUs, which is part of their time.
 
     python bench/ray_scale.py MANIFEST [--rounds 3] [--window ITEMS] [--batch-size 16]
 
-Prints each run (wall-clock seconds, and for `--ray` the run's own report: its time from the dataset's start and
-until its first results) and then the medians, with whether each output equals the plain run's to the byte.
+Prints each run (wall-clock seconds, and for `--ray` the run's own report: its time from the dataset's start, until
+its first results, and its throughput after them, with the replicas up) and then the medians, with whether each
+output equals the plain run's to the byte.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import time
 from pathlib import Path
 
 REPORT = re.compile(r"ray: \d+/\d+ item\(s\), [\d.]+ s of audio in (?P<run>[\d.]+) s: [\d.]+ s of audio/s"
-                    r"(; first results after (?P<first>[\d.]+) s)?")
+                    r"(; first results after (?P<first>[\d.]+) s, (?P<since>[\d.]+) s of audio/s since)?")
 
 
 def main() -> None:
@@ -36,7 +37,7 @@ def main() -> None:
     window = ["--ray-window", str(args.window)] if args.window else []
     runs = {"plain": [], "ray, 1 replica": ["--ray", "--ray-replicas", "1", *window],
             "ray, 2 replicas": ["--ray", "--ray-replicas", "2", *window]}
-    times: dict[str, list[tuple[float, float | None, float | None]]] = {name: [] for name in runs}
+    times: dict[str, list[tuple[float, float | None, float | None, float | None]]] = {name: [] for name in runs}
     same: dict[str, bool] = {name: True for name in runs}
     with tempfile.TemporaryDirectory() as folder:
         for round_number in range(args.rounds):
@@ -50,7 +51,8 @@ def main() -> None:
                 report = REPORT.search(result.stderr)
                 run = float(report["run"]) if report else None
                 first = float(report["first"]) if report and report["first"] else None
-                times[name].append((wall, run, first))
+                since = float(report["since"]) if report and report["since"] else None
+                times[name].append((wall, run, first, since))
                 text = out.read_text()
                 if name == "plain" and round_number == 0:
                     reference = text
@@ -61,15 +63,18 @@ def main() -> None:
     items = len(reference.splitlines())
     print(f"\n{items} items, {audio:.0f} s of audio, {args.rounds} rounds, medians\n")
     print("| run | wall-clock (s) | audio s per s, wall-clock | dataset run (s) | first results after (s) | "
-          "output = plain's |")
-    print("|---|---|---|---|---|---|")
+          "audio s per s after them | output = plain's |")
+    print("|---|---|---|---|---|---|---|")
+
+    def median(values: list[float | None], digits: int) -> str:
+        present = [value for value in values if value is not None]
+        return f"{statistics.median(present):.{digits}f}" if present else "-"
+
     for name in runs:
         wall = statistics.median(t[0] for t in times[name])
-        run = [t[1] for t in times[name] if t[1] is not None]
-        first = [t[2] for t in times[name] if t[2] is not None]
-        print(f"| {name} | {wall:.1f} | {audio / wall:.0f} | {f'{statistics.median(run):.1f}' if run else '-'} | "
-              f"{f'{statistics.median(first):.1f}' if first else '-'} | {'yes' if same[name] else 'no'} |")
-
+        print(f"| {name} | {wall:.1f} | {audio / wall:.0f} | {median([t[1] for t in times[name]], 1)} | "
+              f"{median([t[2] for t in times[name]], 1)} | {median([t[3] for t in times[name]], 0)} | "
+              f"{'yes' if same[name] else 'no'} |")
 
 if __name__ == "__main__":
     main()
