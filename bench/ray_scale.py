@@ -48,7 +48,8 @@ def main() -> None:
                 wall = time.perf_counter() - start
                 if result.returncode != 0:
                     sys.exit(f"{name}: exit {result.returncode}\n{result.stderr}")
-                report = REPORT.search(result.stderr)
+                reports = list(REPORT.finditer(result.stderr))  # progress lines come first, without a terminal
+                report = reports[-1] if reports else None
                 run = float(report["run"]) if report else None
                 first = float(report["first"]) if report and report["first"] else None
                 since = float(report["since"]) if report and report["since"] else None
