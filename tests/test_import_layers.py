@@ -37,6 +37,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("loading", ("transdec.loading",)),
     ("transcription", ("transdec.long_audio", "transdec.transcribe", "transdec.transcribe_files",
                        "transdec.evaluate", "transdec.inspect_model")),
+    ("scale", ("transdec.scale",)),  # transcription on a Ray cluster, written as transcription writes
     ("streaming", ("transdec.streaming",)),  # segments carry transcription's word timings
     ("serve", ("transdec.serve",)),  # HTTP: transcription batched, streams over a WebSocket
     ("training", ("transdec.training",)),  # validates by transcribing

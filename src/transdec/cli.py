@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import functools
 import math
 import os
 import sys
@@ -21,6 +22,7 @@ from transdec.long_audio import GLOBAL_ATTENTION_CONTEXT_SECONDS as GLOBAL_CONTE
 from transdec.long_audio import ChunkingConfig
 from transdec.model.transducer_model import DEFAULT_CUDA_LENGTH_POLICY, LENGTH_POLICIES
 from transdec.runtime import configure_malloc
+from transdec.scale.flags import absolute_paths, add_ray_arguments, ray_options
 from transdec.training.flags import add_config_arguments, config_from_args
 from transdec.training.model_options import ModelOptions
 from transdec.training.trainer import TrainConfig
@@ -282,6 +284,7 @@ def _add_transcribe_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--resume", action="store_true",
                    help="with --output: keep the results in OUTPUT.partial and transcribe only the items it lacks")
     p.add_argument("--allow-upsampling", action="store_true", help="accept audio below the model's sample rate")
+    add_ray_arguments(p)
     add_decoding_arguments(p, default="greedy_label")
 
 
@@ -702,7 +705,8 @@ def _transcribe(args: argparse.Namespace) -> int:
         decodings = decoding_configs(args)
         if len(decodings) != 1:
             raise ValueError(f"--decoding {args.decoding}: transcribe takes one strategy")
-        problem = (_lm_problem(args) or _device_problem(args.device)
+        ray = ray_options(args)
+        problem = (_lm_problem(args) or (args.ray is None and _device_problem(args.device))
                    or (args.output and _output_problem(args.output))
                    or (args.resume and not args.output and "--resume needs --output (it resumes OUTPUT.partial)"))
         if problem:
@@ -710,14 +714,32 @@ def _transcribe(args: argparse.Namespace) -> int:
         if len(args.lm_weight) != 1:
             raise ValueError("--lm-weight: transcribe takes one weight")
         boost = _boost_options(args)
-        model = _load_model(args)
-        decodings = _with_fusions(args, model, decodings)
-        _check_strategies_fit(model, decodings)
+        if args.ray is None:  # on a cluster, each replica loads the model (ray_transcribe checks it first)
+            model = _load_model(args)
+            decodings = _with_fusions(args, model, decodings)
+            _check_strategies_fit(model, decodings)
     except (FileNotFoundError, ValueError) as error:
         print(f"transdec transcribe: error: {error}", file=sys.stderr)
         return 2
+    if args.ray is not None:
+        from transdec.scale import ray_transcribe
+
+        absolute_paths(args)  # the replicas load the model, LM and phrases from other directories
+        return ray_transcribe(functools.partial(_ray_replica, args, decodings), args.paths,
+                              batch_size=args.batch_size, output_format=args.format, output=args.output,
+                              resume=args.resume, allow_upsampling=args.allow_upsampling, chunking=_chunking(args),
+                              item_boost=boost if args.item_phrases else None, device=args.device, options=ray)
     return transcribe_files(model, args.paths, decodings[0], args.batch_size, args.format, args.output,
                             args.allow_upsampling, _chunking(args), args.resume, boost if args.item_phrases else None)
+
+
+def _ray_replica(args: argparse.Namespace, decodings: list, device: str):
+    """A Ray replica's model on ``device`` and its decoding, with the fusions of the flags (a ReplicaLoader)."""
+    args = argparse.Namespace(**{**vars(args), "device": device})
+    model = _load_model(args)
+    decodings = _with_fusions(args, model, decodings)
+    _check_strategies_fit(model, decodings)
+    return model, decodings[0]
 
 
 def _check_strategies_fit(model, decodings: list) -> None:

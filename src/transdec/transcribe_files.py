@@ -10,7 +10,7 @@ import os
 import signal
 import sys
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TextIO
 
@@ -20,6 +20,7 @@ from transdec.audio import AudioError, load_audio
 from transdec.biasing.items import ITEM_PHRASES_FIELD, BoostOptions, item_phrases
 from transdec.decoding import DecodingConfig
 from transdec.long_audio import ChunkingConfig
+from transdec.manifest import InputError
 from transdec.protocol import SpeechModel
 from transdec.sources import AudioItem, collect_inputs
 from transdec.transcribe import Transcript, transcribe
@@ -110,6 +111,25 @@ def transcribe_files(model: SpeechModel, paths: list[str], decoding: DecodingCon
     ``item_boost``: boost each manifest item by the phrases of its ``boost_phrases`` field, with these options.
     """
     items, failures = collect_inputs(paths)
+
+    def results(todo: list[AudioItem], progress: tqdm) -> Iterator[tuple[int, AudioItem, Transcript | AudioError]]:
+        return _results(model, todo, decoding, batch_size, allow_upsampling, chunking, progress, item_boost)
+
+    return write_transcripts(items, failures, results, output_format, output, resume)
+
+
+#: What transcribes the items of a run for :func:`write_transcripts`: given the items still to do and the progress
+#: bar, ``(position in those items, item, transcript or the error that kept it from being transcribed)`` for each, in
+#: any order, updating the bar as it goes.
+Results = Callable[[list[AudioItem], tqdm], Iterable[tuple[int, AudioItem, Transcript | AudioError]]]
+
+
+def write_transcripts(items: list[AudioItem], failures: list[InputError], results: Results,
+                      output_format: str = "text", output: str | None = None, resume: bool = False) -> int:
+    """Write the transcripts ``results`` makes of ``items`` as :func:`transcribe_files` does (the same lines, in
+    input order, with the same reports, resumption and exit codes); ``failures`` are the inputs that gave no item,
+    reported first. This is where every way of transcribing a batch of files (one process, a Ray cluster) meets
+    the output."""
     for failure in failures:
         print(f"{COMMAND}: error: {failure.where}: {failure.message}", file=sys.stderr)
     if not items:
@@ -145,8 +165,7 @@ def transcribe_files(model: SpeechModel, paths: list[str], decoding: DecodingCon
         with _sigterm_as_interrupt(), tqdm(total=len(todo), desc="transcribe", unit="item", disable=None) as progress:
             writer = OrderedWriter(sink, progress, flush=tmp is None)
             try:
-                for position, item, result in _results(model, todo, decoding, batch_size, allow_upsampling,
-                                                       chunking, progress, item_boost):
+                for position, item, result in results(todo, progress):
                     if not isinstance(result, AudioError):
                         try:
                             writer.done(position, format_result(item, result, output_format, prefix))

@@ -1,0 +1,81 @@
+"""Joining a Ray cluster (or starting one on this machine) for one run, and leaving it as it was."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
+from types import ModuleType
+
+from transdec.scale.options import LOCAL
+
+#: What to install for ``--ray``; the optional extra in pyproject.toml.
+INSTALL = "pip install 'transdec[ray]'"
+
+
+class RayNotInstalled(ImportError):
+    """Ray (with Ray Data) is not installed; the message says how to install it."""
+
+
+def import_ray() -> ModuleType:
+    """The ``ray`` module with ``ray.data`` loaded.
+
+    Raises:
+        RayNotInstalled: Ray or Ray Data is missing.
+    """
+    try:
+        import ray
+        import ray.data  # noqa: F401  (ray[data]: pandas, pyarrow)
+    except ImportError as error:
+        raise RayNotInstalled(f"Ray is not installed ({error}): {INSTALL}") from None
+    return ray
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """The cluster a run works on: its CPUs and GPUs, and whether this run joined it (and leaves it at the end)."""
+
+    cpus: float
+    gpus: float
+    joined_here: bool
+
+
+@contextlib.contextmanager
+def connect(address: str = LOCAL) -> Iterator[Cluster]:
+    """Join the Ray cluster at ``address`` (see :class:`~transdec.scale.options.RayOptions`) for the block:
+    ``"local"`` starts one on this machine, stopped at the end; an address joins that cluster and leaves it
+    running. Where this process is on a cluster already (``ray.init`` was called), that one is used and kept.
+
+    Raises:
+        RayNotInstalled: Ray is missing.
+        ConnectionError: no cluster answers at ``address``.
+    """
+    ray = import_ray()
+    joined = not ray.is_initialized()
+    if joined:
+        # Ray's own INFO lines (its start, each dataset's plan and progress) would bury the run's own report.
+        ray.init(address=address, include_dashboard=False if address == LOCAL else None,
+                 logging_level=logging.WARNING, log_to_driver=True)
+    data_context = ray.data.DataContext.get_current()
+    quiet = {name: False for name in ("enable_progress_bars", "print_on_execution_start")
+             if hasattr(data_context, name)}  # the second is newer than some Ray versions this runs on
+    before = {name: getattr(data_context, name) for name in quiet}
+    # Ray Data's INFO lines, and its warning that its progress bars are off (the run shows its own progress).
+    loggers = {logging.getLogger("ray.data"): logging.WARNING,
+               logging.getLogger("ray.data._internal.progress"): logging.ERROR}
+    levels = {logger: logger.level for logger in loggers}
+    try:
+        for name, value in quiet.items():
+            setattr(data_context, name, value)
+        for logger, level in loggers.items():
+            logger.setLevel(level)
+        resources = ray.cluster_resources()
+        yield Cluster(resources.get("CPU", 0.0), resources.get("GPU", 0.0), joined)
+    finally:
+        for name, value in before.items():
+            setattr(data_context, name, value)
+        for logger, level in levels.items():
+            logger.setLevel(level)
+        if joined:
+            ray.shutdown()
