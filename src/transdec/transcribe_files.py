@@ -49,7 +49,8 @@ def item_key(item: AudioItem, output_format: str) -> str:
     if output_format == "text":
         return item.name
     if output_format == "manifest" and item.entry:
-        return json.dumps([item.entry.get("audio_filepath"), item.entry.get("offset", 0.0)])
+        # The whole entry: two entries of one recording may differ in their other fields, which the lines carry.
+        return json.dumps(item.entry, sort_keys=True)
     return json.dumps([str(item.path), item.offset])
 
 
@@ -59,6 +60,9 @@ def line_key(line: str, output_format: str) -> str | None:
         return line.split("\t", 1)[0] if "\t" in line else None
     try:
         row = json.loads(line)
+        if output_format == "manifest" and isinstance(row, dict) and "audio_filepath" in row:
+            row.pop("pred_text", None)
+            return json.dumps(row, sort_keys=True)
         return json.dumps([row["audio_filepath"], row.get("offset", 0.0)])
     except (ValueError, KeyError, TypeError):
         return None
