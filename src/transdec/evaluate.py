@@ -17,7 +17,7 @@ from tqdm import tqdm
 
 from transdec.audio import AudioError, load_audio
 from transdec.biasing.boost import Boost
-from transdec.biasing.items import ITEM_PHRASES_FIELD, BoostOptions, bind_boosts, item_phrases, with_item_phrases
+from transdec.biasing.items import ITEM_PHRASES_FIELD, BoostOptions, bind_boosts, item_boost, item_phrases, with_boost
 from transdec.biasing.phrases import BoostPhrase
 from transdec.decoding import DecodingConfig, decode
 from transdec.long_audio import ChunkingConfig, encode_batch
@@ -77,7 +77,7 @@ WARMUP_SECONDS = 30
 def run_strategies(model: SpeechModel, waveforms: list[np.ndarray], order: list[int],
                    strategies: list[DecodingConfig], batch_size: int, warmup_batches: int, progress=None,
                    chunking: ChunkingConfig | None = ChunkingConfig(), phrases: list[list[BoostPhrase]] | None = None,
-                   item_boost: BoostOptions = BoostOptions()) -> tuple[list[list[str]], float, list[float]]:
+                   boost_options: BoostOptions = BoostOptions()) -> tuple[list[list[str]], float, list[float]]:
     """Transcripts (input order) per strategy, the pooled encoder seconds, and each strategy's decoder seconds.
 
     Each batch is encoded once and every strategy decodes that same encoder output in turn: the encoder's
@@ -101,15 +101,17 @@ def run_strategies(model: SpeechModel, waveforms: list[np.ndarray], order: list[
         _synchronize(device)
         if timed:
             encoder_seconds += time.perf_counter() - start
+        # The batch's own phrase lists are one tree, built once for all strategies (its time counts to each).
+        start = time.perf_counter()
+        batch_boost = None if phrases is None else item_boost([phrases[i] for i in indices], model.tokenizer,
+                                                              model.head.num_tokens, boost_options, encoded.device)
+        boost_seconds = time.perf_counter() - start
         for which, decoding in enumerate(strategies):
             start = time.perf_counter()
-            if phrases is not None:
-                decoding = with_item_phrases(strategies[which], [phrases[i] for i in indices], model.tokenizer,
-                                             model.head.num_tokens, item_boost, encoded.device)
-            hyps = decode(model, encoded, frame_counts, decoding).hypotheses()
+            hyps = decode(model, encoded, frame_counts, with_boost(decoding, batch_boost)).hypotheses()
             _synchronize(device)
             if timed:
-                decoder_seconds[which] += time.perf_counter() - start
+                decoder_seconds[which] += time.perf_counter() - start + boost_seconds
                 for i, hyp in zip(indices, hyps):
                     texts[which][i] = model.tokenizer.decode(hyp.tokens)
                 if progress is not None:

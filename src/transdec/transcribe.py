@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from transdec.audio import AudioInput, as_waveform
-from transdec.biasing.items import BoostOptions, bind_boosts, with_item_phrases
+from transdec.biasing.items import BoostOptions, bind_boosts, item_boost, with_boost
 from transdec.biasing.phrases import BoostPhrase
 from transdec.decoding import DecodingConfig, Hypothesis, decode
 from transdec.long_audio import ChunkingConfig, encode_batch
@@ -112,8 +112,8 @@ def transcribe(model: SpeechModel, inputs: Sequence[AudioInput], decoding: Decod
     for start in range(0, len(order), batch_size):
         indices = order[start : start + batch_size]
         encoded, frame_counts = encode_batch(model, [waveforms[i] for i in indices], chunking)
-        batch_decoding = with_item_phrases(decoding, [phrase_lists[i] for i in indices], model.tokenizer,
-                                           model.head.num_tokens, boost, encoded.device)
+        batch_decoding = with_boost(decoding, item_boost([phrase_lists[i] for i in indices], model.tokenizer,
+                                                         model.head.num_tokens, boost, encoded.device))
         for i, nbest in zip(indices, decode(model, encoded, frame_counts, batch_decoding).nbest_hypotheses()):
             results[i] = _transcript(model, nbest, len(waveforms[i]))
     return results  # type: ignore[return-value]

@@ -53,16 +53,20 @@ def item_phrases(value: object, where: str) -> list[BoostPhrase]:
     return phrases
 
 
-def with_item_phrases(decoding: DecodingConfig, phrase_lists: Sequence[Sequence[BoostPhrase] | None], tokenizer,
-                      vocab_size: int, options: BoostOptions, device: torch.device) -> DecodingConfig:
-    """``decoding`` with one more fusion boosting utterance ``b`` of the batch by ``phrase_lists[b]`` (``None`` or
-    empty: nothing); ``decoding`` itself where no list holds a phrase."""
+def item_boost(phrase_lists: Sequence[Sequence[BoostPhrase] | None], tokenizer, vocab_size: int,
+               options: BoostOptions, device: torch.device) -> Boost | None:
+    """The fusion boosting utterance ``b`` of a batch by ``phrase_lists[b]`` (``None`` or empty: nothing); None
+    where no list holds a phrase."""
     if not any(phrase_lists):
-        return decoding
+        return None
     tokenized = [tokenize_phrases(list(phrases or ()), tokenizer, options.case_variants) for phrases in phrase_lists]
     tree = BoostingTree.build(tokenized, vocab_size, options.depth_scaling).to(device)
-    boost = Boost(tree.for_utterances(torch.arange(len(phrase_lists), device=device)), options.weight)
-    return dataclasses.replace(decoding, fusions=(*decoding.fusions, boost))
+    return Boost(tree.for_utterances(torch.arange(len(phrase_lists), device=device)), options.weight)
+
+
+def with_boost(decoding: DecodingConfig, boost: Boost | None) -> DecodingConfig:
+    """``decoding`` with ``boost`` as one more fusion; ``decoding`` itself for None."""
+    return decoding if boost is None else dataclasses.replace(decoding, fusions=(*decoding.fusions, boost))
 
 
 def bind_boosts(decoding: DecodingConfig, tokenizer) -> DecodingConfig:
