@@ -128,6 +128,20 @@ def test_ray_flags_are_checked_first(manifest: Path, capsys) -> None:
     assert code == 2 and "put --ray after the paths" in err
 
 
+def test_the_model_and_the_address_are_checked_before_the_run(manifest: Path, capsys) -> None:
+    ray = pytest.importorskip("ray")
+    nemo = Path(__file__).parent / "fixtures" / "nemo" / "fc_rnnt.nemo"
+    for args, message in [(["--model", "no-such-model"], "no model file 'no-such-model'"),
+                          (["--model", nemo, "--decoding", "ctc_greedy"],
+                           "--decoding ctc_greedy needs a model with a CTC head")]:
+        code, out, err = cli(capsys, "transcribe", manifest, "--ray", "127.0.0.1:1", *args)
+        assert code == 2 and out == "" and err.count("\n") == 1 and message in err, err
+    if not ray.is_initialized():  # a process on a cluster uses it, whatever the address
+        code, out, err = cli(capsys, "transcribe", manifest, "--ray", "127.0.0.1:1")
+        assert code == 2 and out == "" and err.count("\n") == 1, err
+        assert "error: Ray: no Ray cluster answers at 127.0.0.1:1" in err
+
+
 def test_the_output_equals_a_plain_run_and_bad_items_are_reported(cluster, manifest: Path, plain, tmp_path: Path,
                                                                   capsys) -> None:
     out = tmp_path / "out.jsonl"

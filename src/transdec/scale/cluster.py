@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
 from types import ModuleType
@@ -41,6 +42,22 @@ class Cluster:
     joined_here: bool
 
 
+def check_reachable(address: str, timeout: float = 5.0) -> None:
+    """Refuse a ``HOST:PORT`` or ``ray://HOST:PORT`` address where nothing listens, at once: Ray itself keeps
+    trying for minutes.
+
+    Raises:
+        ConnectionError: nothing accepts a connection there within ``timeout`` seconds.
+    """
+    if address in (LOCAL, "auto"):
+        return
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except (OSError, ValueError) as error:
+        raise ConnectionError(f"no Ray cluster answers at {address} ({error})") from None
+
+
 @contextlib.contextmanager
 def connect(address: str = LOCAL) -> Iterator[Cluster]:
     """Join the Ray cluster at ``address`` (see :class:`~transdec.scale.options.RayOptions`) for the block:
@@ -49,11 +66,12 @@ def connect(address: str = LOCAL) -> Iterator[Cluster]:
 
     Raises:
         RayNotInstalled: Ray is missing.
-        ConnectionError: no cluster answers at ``address``.
+        ConnectionError: no cluster answers at ``address`` (see :func:`check_reachable`).
     """
     ray = import_ray()
     joined = not ray.is_initialized()
     if joined:
+        check_reachable(address)
         # Ray's own INFO lines (its start, each dataset's plan and progress) would bury the run's own report.
         ray.init(address=address, include_dashboard=False if address == LOCAL else None,
                  logging_level=logging.WARNING, log_to_driver=True)
