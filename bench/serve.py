@@ -9,7 +9,8 @@ started as ``transdec serve`` in a subprocess; for each client count ``C`` the c
 ``--processes`` processes (threads inside each), each send the example recordings one after another (a closed
 loop: the next request when the last one is answered) for ``--seconds``. Reported: requests answered, throughput
 in audio seconds transcribed per second of wall time, p50 and p99 latency from sending a request to its answer,
-the mean batch size the server's ``/metrics`` counted, and the requests that failed (503 included: the queue is
+the mean batch size the server's ``/metrics`` counted, the share of the wall time its model thread spent
+decoding (``model busy``), and the requests that failed (503 included: the queue is
 large enough here that none should). The clients share the machine with the server: on a small machine their CPU
 time is part of what is measured.
 """
@@ -70,12 +71,11 @@ def client_process(url: str, threads: int, seconds: float, offset: int) -> list[
     return results
 
 
-def batch_stats(url: str) -> tuple[float, float]:
-    """The server's batch count and the requests in them, from /metrics."""
+def batch_stats(url: str) -> tuple[float, float, float]:
+    """The server's batch count, the requests in them and the model thread's seconds on them, from /metrics."""
     text = httpx.get(f"{url}/metrics").text
-    count = float(re.search(r"^transdec_batch_size_count (\S+)$", text, re.M)[1])
-    total = float(re.search(r"^transdec_batch_size_sum (\S+)$", text, re.M)[1])
-    return count, total
+    return tuple(float(re.search(rf"^{name} (\S+)$", text, re.M)[1]) for name in
+                 ("transdec_batch_size_count", "transdec_batch_size_sum", "transdec_decode_seconds_total"))
 
 
 def run_mode(mode: str, args: argparse.Namespace) -> list[dict]:
@@ -118,10 +118,12 @@ def run_mode(mode: str, args: argparse.Namespace) -> list[dict]:
                 "p50": 1000 * statistics.median(latencies) if latencies else float("nan"),
                 "p99": (1000 * latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))] if latencies
                         else float("nan")),
-                "batch": (batches_after[1] - batches_before[1]) / batches if batches else float("nan")})
+                "batch": (batches_after[1] - batches_before[1]) / batches if batches else float("nan"),
+                "busy": (batches_after[2] - batches_before[2]) / wall})
             row = rows[-1]
             print(f"{mode:8s} {clients:4d} clients: {row['requests']:5d} requests, {row['throughput']:7.1f} audio s/s, "
                   f"p50 {row['p50']:7.1f} ms, p99 {row['p99']:7.1f} ms, mean batch {row['batch']:5.2f}, "
+                  f"model busy {100 * row['busy']:3.0f}%, "
                   f"{row['failed']} failed", flush=True)
     finally:
         server.send_signal(signal.SIGTERM)
@@ -138,11 +140,11 @@ def main() -> None:
     parser.add_argument("--modes", nargs="+", choices=list(MODES), default=list(MODES))
     args = parser.parse_args()
     rows = [row for mode in args.modes for row in run_mode(mode, args)]
-    print("\n| mode | clients | requests | throughput (audio s/s) | p50 ms | p99 ms | mean batch | failed |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("\n| mode | clients | requests | throughput (audio s/s) | p50 ms | p99 ms | mean batch | model busy | failed |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for row in rows:
         print(f"| {row['mode']} | {row['clients']} | {row['requests']} | {row['throughput']:.1f} | {row['p50']:.0f} | "
-              f"{row['p99']:.0f} | {row['batch']:.2f} | {row['failed']} |")
+              f"{row['p99']:.0f} | {row['batch']:.2f} | {100 * row['busy']:.0f}% | {row['failed']} |")
 
 
 if __name__ == "__main__":
