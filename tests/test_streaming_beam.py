@@ -4,6 +4,7 @@ frames are projected for the joint on their own, which rounds differently from t
 1e-16). For random chunkings (chunks of any size, 0 included, different per stream), streams joining late, slots
 reused, beams of 1 to 4, every merge rule and with a fused bigram LM."""
 
+import copy
 import random
 
 import pytest
@@ -11,11 +12,13 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from arpa_fixtures import random_arpa
 from helpers import HEADS, PREDICTORS, BigramScorer, encoder_batch, model_for, same
 from transdec.decoding import Fusion, GreedyOptions, greedy_label_looping
 from transdec.decoding.beam.alsd_pp import AlsdPlusOptions, beam_alsd_pp
 from transdec.decoding.beam.streaming import BeamStreams
 from transdec.decoding.greedy.streaming import GreedyStreams
+from transdec.lm import NGramLM
 
 
 def offline(model, frames, lengths, options, fusions=()):
@@ -33,11 +36,11 @@ def assert_same_nbest(got, expected):
             assert a.am_score == pytest.approx(e.am_score, abs=1e-9), f"stream {b}, rank {rank}: am_score"
 
 
-def streamed(model, frames, lengths, options, chunk_seed, max_streams, fusions=()):
+def streamed(model, frames, lengths, options, chunk_seed, max_streams, fusions=(), device="cpu"):
     """Each utterance of the batch as a stream fed in random chunks, finished at a random round once its frames are
     in, streams opened in turn as slots free up; partial n-best lists read now and then. The final n-best lists."""
     rng = random.Random(chunk_seed)
-    streams = BeamStreams(model, max_streams, options, fusions, dtype=torch.float64)
+    streams = BeamStreams(model, max_streams, options, fusions, device=device, dtype=torch.float64)
     waiting = list(range(len(lengths)))
     running: dict[int, list] = {}  # slot -> [utterance, frames fed, finished]
     results = {}
@@ -287,3 +290,20 @@ def test_boosted_streams_equal_whole_decoding_with_the_final_bonus(kind):
     streams.decode()
     for slot in slots:
         assert same(streams.close(slot), expected[slot])
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("kind", list(HEADS))
+def test_streams_on_cuda_equal_whole_decoding_on_the_cpu(kind, tmp_path):
+    """float64 on the GPU, alone and with a fused n-gram LM on the GPU: the CPU's n-best lists."""
+    model = model_for(kind, "lstm", "label_heavy")
+    lengths = [0, 15, 7, 18, 1]
+    frames, _ = encoder_batch(lengths, seed=6)
+    arpa = tmp_path / "lm.arpa"
+    arpa.write_text(random_arpa(model.head.num_tokens, 3, seed=7, missing_tokens=1))
+    lm = NGramLM.load(arpa, model.head.num_tokens, dtype=torch.float64)
+    gpu_model = copy.deepcopy(model).to("cuda")
+    options = AlsdPlusOptions(beam_size=4, nbest=3, max_symbols_per_frame=3)
+    for fusions, gpu_fusions in [([], []), ([Fusion(lm, 0.5, token_bonus=0.1)], [Fusion(lm.to("cuda"), 0.5, token_bonus=0.1)])]:
+        expected = offline(model, frames, lengths, options, fusions)
+        assert_same_nbest(streamed(gpu_model, frames, lengths, options, 6, 3, gpu_fusions, device="cuda"), expected)

@@ -2,6 +2,7 @@
 chunkings (chunks of any size, 0 included, different per stream), streams joining late and slots reused, frame by
 frame and with WIND windows of 2, 3 and 8 frames."""
 
+import copy
 import random
 
 import pytest
@@ -9,9 +10,11 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from arpa_fixtures import random_arpa
 from helpers import HEADS, MATRIX, BigramScorer, assert_same_hypotheses, encoder_batch, model_for
 from transdec.decoding import Fusion, GreedyOptions, LabelLoopingOptions, WindOptions, greedy_reference
 from transdec.decoding.greedy.streaming import GreedyStreams
+from transdec.lm import NGramLM
 
 WINDOWS = [1, 2, 3, 8]
 
@@ -23,10 +26,10 @@ def options_for(max_symbols, window):
     return WindOptions(max_symbols_per_frame=max_symbols, window_size=window)
 
 
-def streamed(model, frames, lengths, options, chunk_seed, max_streams, fusions=()):
+def streamed(model, frames, lengths, options, chunk_seed, max_streams, fusions=(), device="cpu"):
     """Each utterance of the batch as a stream fed in random chunks, streams opened in turn as slots free up."""
     rng = random.Random(chunk_seed)
-    streams = GreedyStreams(model, max_streams, options, fusions, dtype=torch.float64)
+    streams = GreedyStreams(model, max_streams, options, fusions, device=device, dtype=torch.float64)
     waiting = list(range(len(lengths)))
     running: dict[int, tuple[int, int]] = {}  # slot -> (utterance, frames fed)
     results = {}
@@ -146,3 +149,21 @@ def test_a_restarted_segment_decodes_like_a_new_utterance(kind, seed, window):
     expected = greedy_reference(model, rest, torch.tensor([rest.shape[1]]), max_symbols_per_frame=3).hypotheses()[0]
     expected.timestamps = [t + start for t in expected.timestamps]
     assert_same_hypotheses([streams.hypothesis(slot)], [expected])
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("window", [1, 3])
+@pytest.mark.parametrize("kind", list(HEADS))
+def test_streams_on_cuda_equal_the_cpu_reference(window, kind, tmp_path):
+    """float64 on the GPU, alone and with a fused n-gram LM on the GPU: the CPU reference's hypotheses."""
+    model = model_for(kind, "lstm", "label_heavy")
+    lengths = [0, 19, 7, 24, 1, 13]
+    frames, lengths_tensor = encoder_batch(lengths, seed=5)
+    arpa = tmp_path / "lm.arpa"
+    arpa.write_text(random_arpa(model.head.num_tokens, 3, seed=7, missing_tokens=1))
+    lm = NGramLM.load(arpa, model.head.num_tokens, dtype=torch.float64)
+    gpu_model = copy.deepcopy(model).to("cuda")
+    for fusions, gpu_fusions in [([], []), ([Fusion(lm, 0.4, token_bonus=0.2)], [Fusion(lm.to("cuda"), 0.4, token_bonus=0.2)])]:
+        expected = greedy_reference(model, frames, lengths_tensor, max_symbols_per_frame=3, fusions=fusions).hypotheses()
+        got = streamed(gpu_model, frames, lengths, options_for(3, window), 5, 3, gpu_fusions, device="cuda")
+        assert_same_hypotheses(got, expected)

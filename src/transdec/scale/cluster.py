@@ -72,9 +72,18 @@ def connect(address: str = LOCAL) -> Iterator[Cluster]:
     joined = not ray.is_initialized()
     if joined:
         check_reachable(address)
-        # Ray's own INFO lines (its start, each dataset's plan and progress) would bury the run's own report.
-        ray.init(address=address, include_dashboard=False if address == LOCAL else None,
-                 logging_level=logging.WARNING, log_to_driver=True)
+        # Ray's own INFO lines (its start, each dataset's plan and progress) would bury the run's own report; so
+        # would its notice that a new local cluster uses token authentication, its default (a choice the user
+        # made, RAY_AUTH_MODE, or an address's cluster keeps its say).
+        auth_notice = logging.getLogger("ray._private.authentication.authentication_token_setup")
+        auth_level = auth_notice.level
+        if address == LOCAL:
+            auth_notice.setLevel(logging.ERROR)
+        try:
+            ray.init(address=address, include_dashboard=False if address == LOCAL else None,
+                     logging_level=logging.WARNING, log_to_driver=True)
+        finally:
+            auth_notice.setLevel(auth_level)
     data_context = ray.data.DataContext.get_current()
     quiet = {name: False for name in ("enable_progress_bars", "print_on_execution_start")
              if hasattr(data_context, name)}  # the second is newer than some Ray versions this runs on
