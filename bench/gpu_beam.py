@@ -19,6 +19,8 @@ dropped), then ``--repeats`` times in turn, the median reported:
   ``--beam-size``, ``merge="logsumexp"`` as NeMo merges) with ``cuda_graphs`` off / step_graphs / while_loops,
   ALSD++ with the LM; NeMo 3.0.0's label-looping greedy and ``malsd_batch`` beam search with CUDA graphs, without
   and with its NGPU-LM on the same ARPA file, on the same weights (``bench/nemo_greedy.py``), when NeMo imports;
+* decoder only, with phrase boosting: greedy and ALSD++ with a boosting tree of ``--boost-phrases`` random
+  phrases (2-5 tokens) fused;
 * whole system (features + encoder + decoder): greedy, ALSD++, ALSD++ with the LM.
 
 The LM table times, for ``--lm-states`` random states x 1024 tokens: transdec's level walk (its CPU path), the
@@ -47,6 +49,7 @@ from gpu import describe, load_nemo  # noqa: E402
 
 from transdec.adapters.nemo_encoder import NemoConformerEncoder, NemoEncoderConfig  # noqa: E402
 from transdec.adapters.nemo_features import NemoMelConfig, NemoMelFrontEnd  # noqa: E402
+from transdec.biasing import Boost, BoostingTree  # noqa: E402
 from transdec.decoding import DecodingConfig, Fusion, decode  # noqa: E402
 from transdec.lm import NGramLM, ngram_kernels  # noqa: E402
 
@@ -63,6 +66,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--lm-weight", type=float, default=0.02,
                         help="small, so that the random decoder emits about as many tokens as without the LM")
     parser.add_argument("--lm-states", type=int, default=128)
+    parser.add_argument("--boost-phrases", type=int, default=1000, help="random phrases of the boosting rows")
     parser.add_argument("--encoder-layers", type=int, default=24)
     parser.add_argument("--encoder-dtype", default="bfloat16", choices=["bfloat16", "float32"])
     parser.add_argument("--repeats", type=int, default=3)
@@ -75,6 +79,15 @@ def parse_args() -> argparse.Namespace:
 
 
 # ----------------------------------------------------------------------------------------------- the system
+
+def random_boost(count: int, vocab_size: int, seed: int, device: torch.device) -> Boost:
+    """A boosting tree of ``count`` random phrases of 2-5 tokens, weight 1 (so about as many nodes as a list of
+    ``count`` names), on ``device``."""
+    generator = torch.Generator().manual_seed(seed)
+    phrases = [(torch.randint(0, vocab_size, (int(torch.randint(2, 6, (), generator=generator)),),
+                              generator=generator).tolist(), 1.0) for _ in range(count)]
+    return Boost(BoostingTree.build([phrases], vocab_size, device=device), 1.0)
+
 
 def front_end_and_encoder(layers: int, device: torch.device) -> tuple[NemoMelFrontEnd, NemoConformerEncoder]:
     """parakeet-tdt-0.6b's front end and encoder shapes with random weights (NeMo's initialisation is not
@@ -312,6 +325,7 @@ def main() -> None:
               "malsd (with LM: as NeMo malsd + LM) |")
     table = [header, "|---|---|---|---|---|---|---|"]
     fusion = [Fusion(lm, args.lm_weight)]
+    boost = [random_boost(args.boost_phrases, 1024, args.seed, device)]
     for batch_size in (int(b) for b in args.batch_sizes.split(",")):
         waves_in = audio_batches(waves, batch_size, device)
         batches = [(f.to(device), n.to(device)) for f, n in greedy_bench.make_batches(frame_lengths, batch_size, args.seed)]
@@ -329,6 +343,9 @@ def main() -> None:
                     add(f"ALSD++ {mode}", transdec_runner(model, batches, DecodingConfig(
                         "beam_alsd_pp", cuda_graphs=mode, **beam)))
                 add("ALSD++ + LM", transdec_runner(model, batches, DecodingConfig("beam_alsd_pp", fusions=fusion, **beam)))
+                add("greedy + boost", transdec_runner(model, batches, DecodingConfig(fusions=boost)))
+                add("ALSD++ + boost", transdec_runner(model, batches, DecodingConfig("beam_alsd_pp", fusions=boost,
+                                                                                     **beam)))
                 if nemo is not None:
                     greedy = nemo.nemo_greedy(model, device, cuda_graphs=True)
                     add("NeMo greedy", nemo_runner(lambda f, n, g=greedy: nemo.batched_tokens(
@@ -354,7 +371,8 @@ def main() -> None:
                     "NeMo greedy" if name.startswith("NeMo") else "greedy")
                 ratio = f"{seconds / times[base]:.2f}x" if base in times else "-"
                 nemo_name = "NeMo malsd + LM" if "LM" in name else "NeMo malsd"
-                agree = same(outputs[name], outputs[nemo_name]) if nemo_name in times and "ALSD" in name else "-"
+                compared = nemo_name in times and "ALSD" in name and "boost" not in name
+                agree = same(outputs[name], outputs[nemo_name]) if compared else "-"
                 rate = sum(len(t) for t in outputs[name]) / frames
                 table.append(f"| {kind} | {batch_size} | {name} | {seconds_of_audio / seconds:,.0f} | {ratio} | "
                              f"{rate:.3f} | {agree} |")

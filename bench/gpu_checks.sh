@@ -2,7 +2,8 @@
 # Every GPU check of transdec in one go, for a CUDA machine that may have no network: the CUDA tests, then
 # the benchmarks, each writing its output under $OUT (default /tmp/transdec-gpu) as it goes.
 #
-#   bash bench/gpu_checks.sh [STAGE ...]     stages: env tests beam profile decoders encoder evaluate training
+#   bash bench/gpu_checks.sh [STAGE ...]     stages: env tests beam profile decoders streaming encoder evaluate
+#                                            training
 #                                            (default: all)
 #
 # Packages the machine lacks (NeMo for its reference decoders, soundfile for audio) are installed from
@@ -18,7 +19,7 @@ if [ -d .whl ]; then
         && export PYTHONPATH="$PYTHONPATH:/tmp/site"
 fi
 stages=("$@")
-[ ${#stages[@]} -gt 0 ] || stages=(env tests beam profile decoders encoder evaluate training)
+[ ${#stages[@]} -gt 0 ] || stages=(env tests beam profile decoders streaming encoder evaluate training)
 
 for stage in "${stages[@]}"; do
     echo "== $stage ($SECONDS s)"
@@ -33,7 +34,12 @@ for stage in "${stages[@]}"; do
             timeout "${TESTS_SECONDS:-300}" python3 -m pytest -q -rfE -p no:cacheprovider --maxfail=10 "${workers[@]}" \
                 -k "not fused_kernels_equal_reference" tests/test_label_looping_graphs.py tests/test_compute_dtype.py \
                 tests/test_beam_cuda.py \
-                2>&1 | tee "$OUT/tests.txt" ;;
+                2>&1 | tee "$OUT/tests.txt"
+            # the CUDA tests of phrase boosting (in the graphs too) and of the streaming decoders and recognizer
+            timeout "${TESTS_SECONDS:-300}" python3 -m pytest -q -rfE -p no:cacheprovider --maxfail=10 -k cuda \
+                tests/test_biasing_tree.py tests/test_biasing_decoding.py tests/test_streaming_greedy.py \
+                tests/test_streaming_beam.py tests/test_streaming_recognizer.py \
+                2>&1 | tee -a "$OUT/tests.txt" ;;
         beam)  # beam search beside greedy and NeMo, decoder only and whole system; the LM's scoring kernel
             # shellcheck disable=SC2086
             timeout "${BEAM_SECONDS:-400}" python3 bench/gpu_beam.py --output "$OUT/beam.md" ${BEAM_OPTIONS:-} \
@@ -46,6 +52,9 @@ for stage in "${stages[@]}"; do
             # shellcheck disable=SC2086
             timeout "${DECODERS_SECONDS:-400}" python3 bench/gpu.py --output "$OUT/decoders.md" ${DECODER_OPTIONS:-} \
                 2>&1 | tee "$OUT/decoders.log" ;;
+        streaming)  # concurrent streams batched on the GPU against one at a time
+            timeout "${STREAMING_SECONDS:-120}" python3 bench/streaming.py speed --device cuda --streams 1 16 64 \
+                --seconds 10 2>&1 | tee "$OUT/streaming.txt" ;;
         encoder)
             timeout "${ENCODER_SECONDS:-150}" python3 bench/encoder_lengths.py --device cuda 2>&1 | tee "$OUT/encoder.txt" ;;
         evaluate)

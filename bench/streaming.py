@@ -66,7 +66,7 @@ def accuracy(args: argparse.Namespace) -> None:
     references = [normalise(entry.text) for entry in entries]
     print(f"{len(entries)} utterances of {args.manifest} (every {args.every}); WER %, greedy; latency = chunk + "
           f"right context, left context {args.left_context:g} s")
-    print(f"| model | whole recording | " + " | ".join(f"{latency:g} s" for latency in args.latencies) + " |")
+    print("| model | whole recording | " + " | ".join(f"{latency:g} s" for latency in args.latencies) + " |")
     print("|---|---|" + "---|" * len(args.latencies))
     for name in args.models:
         model = transdec.load_model(name)
@@ -85,13 +85,13 @@ def accuracy(args: argparse.Namespace) -> None:
 
 
 def speed(args: argparse.Namespace) -> None:
-    model = transdec.load_model(args.model)
+    model = transdec.load_model(args.model, device=args.device)
     rate = model.sample_rate
     pause = np.zeros(rate // 2, np.float32)
     clips = [np.concatenate([load_audio(path, rate), pause]) for path in sorted(EXAMPLES.glob("*.flac"))]
     chunk_seconds = args.chunk_ms / 1000
     options = BufferedOptions(chunk_seconds, args.left_context, chunk_seconds)
-    print(f"{args.model}, buffered: chunk {args.chunk_ms:g} ms + right context {args.chunk_ms:g} ms, left "
+    print(f"{args.model} on {args.device}, buffered: chunk {args.chunk_ms:g} ms + right context {args.chunk_ms:g} ms, left "
           f"{args.left_context:g} s; {args.seconds:g} s per stream; torch threads: {torch.get_num_threads()}")
     print("| streams | decoding | step p50 ms | step p99 ms | RTFx | real-time streams sustained | final ms p50 |")
     print("|---|---|---|---|---|---|---|")
@@ -132,6 +132,8 @@ def run_speed(model, recordings: list[np.ndarray], options: BufferedOptions, bat
         for recognizer in recognizers:
             while recognizer.decode():
                 pass
+        if model.device.type == "cuda":
+            torch.cuda.synchronize(model.device)
         (finals if last else steps).append(time.perf_counter() - start)
     return steps, finals, time.perf_counter() - begin
 
@@ -152,6 +154,7 @@ def main() -> None:
     s.add_argument("--chunk-ms", type=float, default=480)
     s.add_argument("--left-context", type=float, default=2.0)
     s.add_argument("--seconds", type=float, default=20.0)
+    s.add_argument("--device", default="cpu")
     args = parser.parse_args()
     accuracy(args) if args.command == "accuracy" else speed(args)
 

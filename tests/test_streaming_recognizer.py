@@ -10,7 +10,8 @@ import torch
 
 import transdec
 from transdec.audio import load_audio
-from transdec.decoding import greedy_reference
+from transdec.decoding import GreedyOptions, greedy_reference
+from transdec.decoding.beam.alsd_pp import AlsdPlusOptions
 from transdec.sample_windows import encode_windows, plan_windows
 from transdec.streaming import (BufferedEncoder, BufferedOptions, EndpointOptions, EndpointRule, Recognizer,
                                 StreamingOptions)
@@ -265,3 +266,20 @@ def test_beam_search_streams_with_a_fused_lm(model, recordings, tmp_path):
     stream = recognizer.open()
     feed_in_pieces([stream], [np.concatenate([recordings[0], silence, recordings[0]])], 7, recognizer.decode)
     assert len(stream.segments) == 2 and stream.segments[0].end <= stream.segments[1].start
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("decoding", ["greedy", "beam"])
+def test_a_recognizer_on_cuda_gives_the_cpus_results(model, recordings, decoding):
+    """The bundled model on the GPU, streams cut alike: the same final tokens, word for word, as on the CPU (a
+    trained model's decisions are far from ties, so float32 rounding on either device changes none)."""
+    gpu_model = transdec.load_model("tiny-en-rnnt", device="cuda")
+    finals = []
+    for each in (model, gpu_model):
+        options = StreamingOptions(max_streams=4, buffered=BufferedOptions(0.48, 0.48, 0.48), endpoint=None,
+                                   decoding=AlsdPlusOptions(beam_size=4) if decoding == "beam" else GreedyOptions())
+        recognizer = Recognizer(each, options)
+        streams = [recognizer.open() for _ in recordings]
+        feed_in_pieces(streams, recordings, 3, recognizer.decode)
+        finals.append([[segment.tokens for segment in stream.segments] for stream in streams])
+    assert finals[0] == finals[1]
