@@ -19,6 +19,7 @@ dropped), then ``--repeats`` times in turn, the median reported:
   ``--beam-size``, ``merge="logsumexp"`` as NeMo merges) with ``cuda_graphs`` off / step_graphs / while_loops,
   ALSD++ with the LM; NeMo 3.0.0's label-looping greedy and ``malsd_batch`` beam search with CUDA graphs, without
   and with its NGPU-LM on the same ARPA file, on the same weights (``bench/nemo_greedy.py``), when NeMo imports;
+* decoder only: AES++ (``beam_aes_pp``, the same beam and merge, its default expansion) in each graph mode;
 * decoder only, with phrase boosting: greedy and ALSD++ with a boosting tree of ``--boost-phrases`` random
   phrases (2-5 tokens) fused;
 * whole system (features + encoder + decoder): greedy, ALSD++, ALSD++ with the LM.
@@ -343,6 +344,9 @@ def main() -> None:
                     add(f"ALSD++ {mode}", transdec_runner(model, batches, DecodingConfig(
                         "beam_alsd_pp", cuda_graphs=mode, **beam)))
                 add("ALSD++ + LM", transdec_runner(model, batches, DecodingConfig("beam_alsd_pp", fusions=fusion, **beam)))
+                for mode in ("off", "step_graphs", "while_loops"):
+                    add(f"AES++ {mode}", transdec_runner(model, batches, DecodingConfig(
+                        "beam_aes_pp", cuda_graphs=mode, **beam)))
                 add("greedy + boost", transdec_runner(model, batches, DecodingConfig(fusions=boost)))
                 add("ALSD++ + boost", transdec_runner(model, batches, DecodingConfig("beam_alsd_pp", fusions=boost,
                                                                                      **beam)))
@@ -371,7 +375,7 @@ def main() -> None:
                     "NeMo greedy" if name.startswith("NeMo") else "greedy")
                 ratio = f"{seconds / times[base]:.2f}x" if base in times else "-"
                 nemo_name = "NeMo malsd + LM" if "LM" in name else "NeMo malsd"
-                compared = nemo_name in times and "ALSD" in name and "boost" not in name
+                compared = nemo_name in times and ("ALSD" in name or "AES" in name) and "boost" not in name
                 agree = same(outputs[name], outputs[nemo_name]) if compared else "-"
                 rate = sum(len(t) for t in outputs[name]) / frames
                 table.append(f"| {kind} | {batch_size} | {name} | {seconds_of_audio / seconds:,.0f} | {ratio} | "

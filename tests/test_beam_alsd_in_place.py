@@ -3,7 +3,6 @@ hypotheses against growing ones, the ``cuda_graphs`` option, and the graph host 
 the captured step eagerly (float64 random models; the real graphs are tested in test_beam_cuda.py).
 """
 
-import contextlib
 import itertools
 import types
 import warnings
@@ -11,11 +10,12 @@ import warnings
 import pytest
 import torch
 
+from graph_fakes import replay_eagerly
 from helpers import HEADS, BigramScorer, encoder_batch, same
 from helpers import model_for as shared_model_for
 from transdec.decoding import DecodingConfig, Fusion, decode
 from transdec.decoding.beam import alsd_pp_graphs as beam_graphs
-from transdec.decoding.cuda import graph_cache
+from transdec.decoding.cuda import graph_cache, search_graphs
 from transdec.decoding.beam.alsd_pp import AlsdPlusOptions, AlsdSearch, beam_alsd_pp
 from transdec.decoding.beam_hyps import BatchedBeamHyps
 from transdec.decoding.flags import add_decoding_arguments, decoding_configs
@@ -198,26 +198,11 @@ def test_cuda_graphs_flag_reaches_alsd_pp():
         assert config.options == AlsdPlusOptions(cuda_graphs=mode)
 
 
-class _NoStream:
-    """Stands in for a CUDA stream: the "captured" steps run eagerly on the CPU."""
-
-    def __init__(self, device=None) -> None:
-        pass
-
-    def wait_stream(self, other) -> None:
-        pass
-
-
 @pytest.fixture
 def eager_replay(monkeypatch):
     """Graph capture replaced by "replay = run the step eagerly", so that beam_graphs' host loop, self-check,
     cache and fallback run on the CPU; yields a fresh model whose cached graph sets are dropped afterwards."""
-    monkeypatch.setattr(torch.cuda, "Stream", _NoStream)
-    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: _NoStream())
-    monkeypatch.setattr(torch.cuda, "stream", lambda stream: contextlib.nullcontext())
-    monkeypatch.setattr(torch.cuda, "graph_pool_handle", lambda: None)
-    monkeypatch.setattr(beam_graphs, "capture_graph",
-                        lambda steps, pool, stream, keep: types.SimpleNamespace(replay=steps))
+    replay_eagerly(monkeypatch, search_graphs)
     graph_cache.FAILED_MODES.clear()
     with torch.inference_mode(False):
         model = random_decoder(HEADS["tdt"], "lstm", encoder_dim=16, num_layers=2, blank_rate=0.3, seed=11,
@@ -275,7 +260,7 @@ def test_graphs_that_disagree_with_eager_decoding_fall_back(eager_replay, monkey
 
         return types.SimpleNamespace(replay=replay)
 
-    monkeypatch.setattr(beam_graphs, "capture_graph", broken_capture)
+    monkeypatch.setattr(search_graphs, "capture_graph", broken_capture)
     frames, lengths = encoder_batch([24, 13], seed=0)
     options = AlsdPlusOptions(beam_size=2, max_symbols_per_frame=3, cuda_graphs="step_graphs")
     with pytest.warns(CudaGraphFallbackWarning, match="differently from eager decoding"):

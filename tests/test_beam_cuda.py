@@ -13,6 +13,7 @@ from transdec.decoding import DecodingConfig, Fusion, decode, greedy_label_loopi
 from transdec.decoding.cuda import graph_cache
 from transdec.decoding.beam.aes_pp import beam_aes_pp
 from transdec.decoding.beam.alsd_pp import beam_alsd_pp
+from transdec.decoding.beam.aes_pp_graphs import NAME as AES_GRAPHS
 from transdec.decoding.beam.alsd_pp_graphs import NAME as ALSD_GRAPHS
 from transdec.decoding.cuda.conditional_graphs import conditional_graphs_unavailable
 from transdec.decoding.cuda.graph_cache import CudaGraphFallbackWarning
@@ -228,3 +229,29 @@ def test_alsd_pp_graphs_follow_weight_updates(graph_failures_forgotten):
     expected = beam_alsd_pp(model, frames, lengths, max_symbols_per_frame=3, cuda_graphs="off").nbest
     assert_same_nbest(beam_alsd_pp(model, frames, lengths, max_symbols_per_frame=3, cuda_graphs="step_graphs").nbest, expected)
     assert len(alsd_graph_sets(model)) == 1  # the stale set was dropped
+
+
+@pytest.mark.parametrize("graph_mode", ["while_loops", "step_graphs"])
+@pytest.mark.parametrize("batch_size", list(ALSD_BATCHES))
+@pytest.mark.parametrize("kind", list(HEADS))
+def test_aes_pp_graphs_equal_eager_and_cpu(kind, batch_size, graph_mode, tmp_path, graph_failures_forgotten):
+    """AES++ frames as graphs, without and with the n-gram LM: the CPU's n-best and call counts, and the second
+    batch of a bucket reuses the first's graphs."""
+    needs_mode(graph_mode)
+    cpu_model = model_for(kind, "lstm", "label_heavy")
+    model = on_cuda(cpu_model)
+    lm = ngram_lm(kind, tmp_path)
+    for on_cpu, on_gpu in (([], []), ([Fusion(lm, 0.5, token_bonus=0.1)], [Fusion(lm.to("cuda"), 0.5, token_bonus=0.1)])):
+        options = dict(beam_size=4, nbest=3, merge="logsumexp", num_steps=2, pruning="early" if on_cpu else "late")
+        for seed, lengths in enumerate(ALSD_BATCHES[batch_size]):
+            frames, lengths_tensor = encoder_batch(lengths, seed=seed)
+            reference = beam_aes_pp(cpu_model, frames, lengths_tensor, fusions=on_cpu, **options)
+            with warnings.catch_warnings():
+                warnings.simplefilter("error", CudaGraphFallbackWarning)
+                got = beam_aes_pp(model, frames.cuda(), lengths_tensor.cuda(), cuda_graphs=graph_mode, fusions=on_gpu,
+                                  **options)
+            assert_same_nbest(got.nbest, reference.nbest)
+            assert (got.stats.predictor_calls, got.stats.joint_calls) == (
+                reference.stats.predictor_calls, reference.stats.joint_calls)
+    sets = [key for key in graph_cache.GRAPHS[model] if key[0] == AES_GRAPHS]
+    assert len(sets) == 2  # one per fusion set

@@ -1,12 +1,11 @@
 """The batched searches keep what they carry between steps in a declared state object, and in place (as CUDA
 graphs capture the steps) that object and every tensor in it stay the same from one decode to the next."""
 
-import contextlib
 import dataclasses
-import types
 
 import pytest
 import torch
+from graph_fakes import replay_eagerly
 from helpers import assert_same_hypotheses, encoder_batch, model_for
 
 from transdec.decoding import greedy_reference
@@ -17,7 +16,7 @@ from transdec.decoding.beam.wind_batched import WindBeamState
 from transdec.decoding.beam_hyps import BatchedBeamHyps
 from transdec.decoding.beam import alsd_pp_graphs as beam_graphs
 from transdec.decoding.greedy import label_looping_graphs
-from transdec.decoding.cuda.conditional_graphs import While
+from transdec.decoding.cuda import search_graphs
 from transdec.decoding.cuda.in_place import copy_into, copy_of, set_state
 from transdec.decoding.greedy.label_looping import LabelLoopingSearch, LabelLoopingState
 from transdec.decoding.scoring import Scoring
@@ -139,51 +138,10 @@ def test_copies_reach_tensors_in_dicts():
     assert buffers["labels"] is labels and labels.tolist() == [0, 1, 2]
 
 
-class _NoStream:
-    """Stands in for a CUDA stream: the "captured" steps run eagerly on the CPU."""
-
-    def __init__(self, device=None) -> None:
-        pass
-
-    def wait_stream(self, other) -> None:
-        pass
-
-
-class _InterpretedGraph:
-    """Stands in for a ConditionalGraph: runs its pieces on the host, each While as long as its flag tensor (which
-    the steps must write in place) says."""
-
-    def __init__(self, pieces, device) -> None:
-        self.pieces = pieces
-
-    def launch(self) -> None:
-        self._run(self.pieces)
-
-    def _run(self, pieces) -> None:
-        for piece in pieces:
-            if isinstance(piece, While):
-                for _ in range(10_000):
-                    if not bool(piece.flag):
-                        break
-                    self._run(piece.body)
-                else:
-                    raise RuntimeError("a While flag never went false: the steps do not write it")
-            else:
-                piece.replay()
-
-
 @pytest.fixture
 def interpreted_graphs(monkeypatch):
-    """Capture replaced by "replay = run the steps eagerly" and conditional graphs by :class:`_InterpretedGraph`,
-    so that the graph wrappers' loops run on the CPU, on the flags they took from the search state."""
-    monkeypatch.setattr(torch.cuda, "Stream", _NoStream)
-    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: _NoStream())
-    monkeypatch.setattr(torch.cuda, "stream", lambda stream: contextlib.nullcontext())
-    monkeypatch.setattr(torch.cuda, "graph_pool_handle", lambda: None)
-    for module in (label_looping_graphs, beam_graphs):
-        monkeypatch.setattr(module, "capture_graph", lambda steps, pool, stream, keep: types.SimpleNamespace(
-            replay=steps))
-        monkeypatch.setattr(module, "ConditionalGraph", _InterpretedGraph)
+    """The graph wrappers' loops run on the CPU, on the flags they took from the search state."""
+    replay_eagerly(monkeypatch, label_looping_graphs, search_graphs, interpret_conditionals=True)
 
 
 @pytest.mark.parametrize("mode", ["while_loops", "step_graphs"])

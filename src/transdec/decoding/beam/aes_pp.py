@@ -36,14 +36,16 @@ import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
 from transdec.decoding.beam_hyps import (BatchedBeamHyps, extended_hashes, live_entries, merge_equal,
                                          pairwise_equal, same_sequences, step_rows)
+from transdec.decoding.cuda.in_place import copy_of, set_state
 from transdec.decoding.emissions import lookup_tables, tdt_advance
 from transdec.decoding.inputs import checked_lengths
-from transdec.decoding.options import ExpansionOptions, PruningOptions
+from transdec.decoding.options import ExpansionOptions, GraphOptions, PruningOptions
 from transdec.decoding.registry import takes_options
 from transdec.decoding.results import DecodingResult, DecodingStats, Hypothesis
 from transdec.decoding.scoring import Fusion, LabelScores, Scoring, ScorerState
@@ -51,8 +53,9 @@ from transdec.protocol import DecodingModel, HeadSpec, PredictorState
 
 
 @dataclass(frozen=True)
-class AesOptions(ExpansionOptions, PruningOptions):
-    """Options of AES++: mAES's expansion, and with fusions, when their scores count."""
+class AesOptions(ExpansionOptions, PruningOptions, GraphOptions):
+    """Options of AES++: mAES's expansion, with fusions when their scores count, and how to run the frames on a
+    GPU (which never changes the output)."""
 
 
 @takes_options(AesOptions)
@@ -60,13 +63,27 @@ class AesOptions(ExpansionOptions, PruningOptions):
 def beam_aes_pp(model: DecodingModel, encoder_out: torch.Tensor, lengths: torch.Tensor, options: AesOptions,
                 fusions: Sequence[Fusion] = ()) -> DecodingResult:
     """AES++ over ``encoder_out [B, T, D]`` with valid ``lengths [B]``; ``result.nbest`` has each utterance's
-    ``nbest`` best hypotheses."""
+    ``nbest`` best hypotheses.
+
+    ``cuda_graphs`` (CUDA only; see :mod:`transdec.decoding.beam.aes_pp_graphs`): ``"while_loops"`` runs the whole
+    search as one CUDA graph with a device-side loop over frames, ``"step_graphs"`` replays each frame as a graph
+    from a host loop, ``"off"`` runs eagerly, ``"auto"`` takes the fastest that works here (a mode that cannot be
+    used warns once). Graphs take only ``fusions`` whose scorers are ``graph_safe``: with any other ``"auto"``
+    means ``"off"`` and a graph mode is a ValueError."""
     lengths = checked_lengths(encoder_out, lengths)
-    search = _AesSearch(model, encoder_out, lengths, options, Scoring(model.head, fusions))
-    for frame in range(int(lengths.max()) if len(lengths) else 0):
-        search.frame(frame)
-    nbest_lists = search.nbest()
-    return DecodingResult.from_nbest(nbest_lists, search.state.stats, encoder_out.device, encoder_out.dtype)
+    scoring = Scoring(model.head, fusions)
+    if not scoring.graph_safe and options.cuda_graphs not in ("auto", "off"):
+        raise ValueError(f"cuda_graphs={options.cuda_graphs!r} takes only graph-safe fusions (such as the n-gram LM); "
+                         "use 'auto' or 'off'")
+    if encoder_out.device.type == "cuda" and options.cuda_graphs != "off" and scoring.graph_safe:
+        from transdec.decoding.beam.aes_pp_graphs import decode_with_graphs
+
+        result = decode_with_graphs(model, encoder_out, lengths, options, scoring.fusions)
+        if result is not None:
+            return result
+    search = AesSearch(model, encoder_out, lengths, options, scoring)
+    search.run()
+    return search.result()
 
 
 class _Emissions:
@@ -147,7 +164,8 @@ class AesState:
 
     Between two frames this is the whole search so far: suspending a search means keeping this object, resuming it
     giving it back to a search of the same configuration; ``encoder_proj`` is the one field made from the input
-    frames, which a search resumed on new frames makes anew.
+    frames, which a search resumed on new frames makes anew. With ``in_place`` every tensor in it is the one the
+    first :meth:`AesSearch.start` made, written into from then on and never rebound.
     """
 
     hyps: BatchedBeamHyps  # the beams [B, K]: scores, frames, tokens, and the tree of their tokens
@@ -155,38 +173,93 @@ class AesState:
     predictor_state: PredictorState  # B*K rows: each hypothesis' predictor state after its last token
     predictor_proj: torch.Tensor  # [B*K, J]: each hypothesis' predictor output after its last token, projected
     scorer_state: tuple[ScorerState, ...]  # each fusion's state, B*K rows
-    stats: DecodingStats  # predictor and joint calls so far
+    frame: int | torch.Tensor  # the next frame to search; in place a [] long tensor
+    stats: DecodingStats | None = None  # without in_place: predictor and joint calls, counted on the host
+    calls: torch.Tensor | None = None  # [2] long, in place only: predictor and joint calls, counted on the device
+    active_any: torch.Tensor | None = None  # [] bool, in place only: the loop condition (frames left to search)
 
 
-class _AesSearch:
+class AesSearch:
+    """One batched AES++ search: :meth:`step` searches one frame, :meth:`run` all of them, and :attr:`state`
+    (:class:`AesState`) holds everything the frames carry.
+
+    With ``in_place=True`` a frame never reads anything back: every update is copied into the tensors the first
+    :meth:`start` made, the frame index, call counts and the loop condition ``state.active_any`` live on the device,
+    every expansion step of a frame runs (with nothing left to expand it changes nothing but writes empty nodes),
+    the predictor runs on every hypothesis, and the pool is merged whole instead of first dropping its empty
+    entries. A CUDA graph can then capture :meth:`start` and :meth:`step` and replay them on new inputs written
+    into ``encoder_out`` and ``lengths`` (:mod:`transdec.decoding.beam.aes_pp_graphs`). The hypotheses then get a
+    fixed capacity of ``T * (S + 1)`` steps, a node per expansion step and frame.
+    """
+
     def __init__(self, model: DecodingModel, encoder_out: torch.Tensor, lengths: torch.Tensor, options: AesOptions,
-                 scoring: Scoring) -> None:
+                 scoring: Scoring, in_place: bool = False) -> None:
+        # Only the parts: graph caches keyed on the model must not keep it alive.
         self.head, self.predictor, self.joint = model.head, model.predictor, model.joint
-        self.options, self.scoring = options, scoring
-        batch_size, max_time, _ = encoder_out.shape
+        self.options, self.scoring, self.in_place = options, scoring, in_place
+        self.encoder_out = encoder_out
+        batch_size, self.max_time, _ = encoder_out.shape
         beam, device = options.beam_size, encoder_out.device
         self.steps = min(options.num_steps, options.max_symbols_per_frame or options.num_steps)
         # Whether the last step's members are at max_symbols_per_frame tokens (then only the forced blank is left).
         self.forced_last = options.max_symbols_per_frame is not None and self.steps == options.max_symbols_per_frame
-        self.lengths = lengths.unsqueeze(1)  # [B, 1]
+        self.lengths = lengths.unsqueeze(1)  # [B, 1], a view: new lengths written into `lengths` reach it
         self.emissions = _Emissions(self.head, device)
         self.slots = torch.arange(beam, device=device).expand(batch_size, beam)
         self.flat_base = (torch.arange(batch_size, device=device) * beam).unsqueeze(1)  # [B, 1]
-        encoder_proj = self.joint.project_encoder(encoder_out)  # [B, T, J]
+        self.state: AesState | None = None
+        self.start()
+
+    def start(self) -> None:
+        """Project the encoder output, put one empty hypothesis per utterance at frame 0 and feed the predictor
+        the start symbol: a new :attr:`state`, or with ``in_place`` after the first call, the same one written over.
+        The constructor calls it; call it again (in place) after writing new inputs."""
+        batch_size, beam = self.slots.shape
+        device, dtype = self.encoder_out.device, self.encoder_out.dtype
         flat = batch_size * beam
         start = torch.full((flat,), self.head.predictor_blank_id, dtype=torch.long, device=device)
         out, predictor_state = self.predictor.step(start, self.predictor.initial_state(flat))
-        self.state = AesState(BatchedBeamHyps(batch_size, beam, device, encoder_out.dtype), encoder_proj,
-                              predictor_state, self.joint.project_predictor(out), scoring.initial_state(flat, device),
-                              DecodingStats(predictor_calls=1))
+        initial = {"encoder_proj": self.joint.project_encoder(self.encoder_out),  # [B, T, J]
+                   "predictor_state": predictor_state, "predictor_proj": self.joint.project_predictor(out),
+                   "scorer_state": self.scoring.initial_state(flat, device)}
+        if not self.in_place:
+            self.state = AesState(BatchedBeamHyps(batch_size, beam, device, dtype), **initial, frame=0,
+                                  stats=DecodingStats(predictor_calls=1))
+            return
+        if self.state is None:
+            capacity = max(self.max_time * (self.steps + 1), 1)
+            self.state = AesState(BatchedBeamHyps(batch_size, beam, device, dtype, fixed_capacity=capacity),
+                                  **{name: copy_of(value) for name, value in initial.items()},
+                                  frame=torch.zeros((), dtype=torch.long, device=device),
+                                  calls=torch.zeros(2, dtype=torch.long, device=device),
+                                  active_any=torch.zeros((), dtype=torch.bool, device=device))
+        else:
+            self.state.hyps.reset()
+            for name, value in initial.items():
+                self._set(name, value)
+            self.state.frame.zero_()
+        self.state.calls.zero_()
+        self.state.calls[0].fill_(1)
+        self.state.active_any.copy_((self.lengths > 0).any())
 
-    def frame(self, t: int) -> None:
-        """Expand the hypotheses standing at frame ``t`` until each has left it."""
+    def run(self) -> None:
+        """Search every frame (in place: from the state :meth:`start` left)."""
+        if self.in_place:
+            while bool(self.state.active_any):
+                self.step()
+        else:
+            for _ in range(int(self.lengths.max()) if len(self.lengths) else 0):
+                self.step()
+
+    def step(self) -> None:
+        """Search the next frame: expand the hypotheses standing at it until each has left it."""
         state = self.state
+        t = state.frame
         hyps = state.hyps
         batch_size, beam = hyps.scores.shape
         active = (hyps.time == t) & (t < self.lengths) & (hyps.scores > -torch.inf)  # [B, K]
-        if not bool(active.any()):
+        if not self.in_place and not bool(active.any()):
+            state.frame += 1
             return
         width = self.steps + 1
         device = self.slots.device
@@ -195,7 +268,7 @@ class _AesSearch:
                      torch.full((batch_size, beam, width), -1, dtype=torch.long, device=device),
                      torch.zeros(batch_size, beam, width, dtype=torch.long, device=device),
                      torch.zeros(batch_size, beam, width, dtype=hyps.scores.dtype, device=device))
-        frames = state.encoder_proj[:, t].unsqueeze(1).expand(-1, beam, -1).flatten(0, 1)  # [B*K, J]
+        frames = self._frames_at(t).unsqueeze(1).expand(-1, beam, -1).flatten(0, 1)  # [B*K, J]
         pool = [start.only(~active)]  # the waiting and the finished keep their place
         sources = [(state.predictor_state, state.predictor_proj, state.scorer_state)]
         pool_sources = [0]
@@ -204,21 +277,31 @@ class _AesSearch:
         steps_taken = 0
         for step in range(width):
             scored = self.scoring(self.joint.combine(frames, projection), self.scoring.context(scorer_state))
-            state.stats.joint_calls += 1
+            if self.in_place:
+                state.calls[1].add_((current.scores > -torch.inf).any())
+            else:
+                state.stats.joint_calls += 1
             steps_taken = step + 1
             candidates, scores, am_logprobs, label_logprobs = self._expansions(scored, current, last=step == self.steps)
             pool.append(self._blank_exits(current, candidates, scores, am_logprobs, t))
             pool_sources.append(len(sources) - 1)
             chosen, labels = self._best_tokens(current, candidates, scores, am_logprobs, label_logprobs, step, t)
             fed = (chosen.scores > -torch.inf).view(-1)
-            if not bool(fed.any()):
+            if not self.in_place and not bool(fed.any()):
                 break
             parent_rows = chosen.rows.view(-1)
             flat_labels = labels.view(-1)
-            predictor_state, projection = step_rows(self.predictor, self.joint, flat_labels,
-                                                    self.predictor.gather_state(predictor_state, parent_rows), fed,
-                                                    self.head.predictor_blank_id)
-            state.stats.predictor_calls += 1
+            parent_state = self.predictor.gather_state(predictor_state, parent_rows)
+            if self.in_place:
+                # Every row, with the blank where there is no token: no host sync, the same shapes every step.
+                out, predictor_state = self.predictor.step(
+                    torch.where(fed, flat_labels, self.head.predictor_blank_id), parent_state)
+                projection = self.joint.project_predictor(out)
+                state.calls[0].add_(fed.any())
+            else:
+                predictor_state, projection = step_rows(self.predictor, self.joint, flat_labels, parent_state, fed,
+                                                        self.head.predictor_blank_id)
+                state.stats.predictor_calls += 1
             scorer_state = self.scoring.advance(self.scoring.gather_state(scorer_state, parent_rows), flat_labels, fed)
             sources.append((predictor_state, projection, scorer_state))
             chosen.rows = self.flat_base + self.slots
@@ -226,9 +309,23 @@ class _AesSearch:
             pool.append(chosen.only(leaves))
             pool_sources.append(len(sources) - 1)
             current = chosen.only(~leaves)
-            if not bool((current.scores > -torch.inf).any()):
+            if not self.in_place and not bool((current.scores > -torch.inf).any()):
                 break
         self._select(pool, pool_sources, sources, t, steps_taken)
+        if self.in_place:
+            state.frame.add_(1)
+            state.active_any.copy_((state.frame < self.lengths).any())
+        else:
+            state.frame += 1
+
+    def _frames_at(self, t: int | torch.Tensor) -> torch.Tensor:
+        """``[B, J]``: the projected encoder output at frame ``t``."""
+        if isinstance(t, int):
+            return self.state.encoder_proj[:, t]
+        return self.state.encoder_proj.index_select(1, t.clamp(max=self.max_time - 1).view(1)).squeeze(1)
+
+    def _set(self, name: str, value: Any) -> None:
+        set_state(self.state, name, value, self.in_place)
 
     def _expansions(self, scored: LabelScores, current: _Set, last: bool):
         """Each member's kept candidates ``[B*K, W]`` (column index into the emissions, -1 where not kept) and the
@@ -295,7 +392,8 @@ class _AesSearch:
             new_tokens, new_durations, new_logprobs)
         return chosen, labels
 
-    def _select(self, parts: list[_Set], part_sources: list[int], sources: list, t: int, steps_taken: int) -> None:
+    def _select(self, parts: list[_Set], part_sources: list[int], sources: list, t: int | torch.Tensor,
+                steps_taken: int) -> None:
         """Merge equal hypotheses of the pool (``parts``, made with the predictor state ``sources[part_sources[i]]``),
         keep each utterance's ``K`` best as the beam, and write their tokens into the tree."""
         hyps = self.state.hyps
@@ -304,8 +402,9 @@ class _AesSearch:
         # Each entry's predictor and fusion states: its row of the source its pool part was made from.
         source = torch.cat([torch.full((part.scores.shape[1],), number, device=pool.scores.device)
                             for part, number in zip(parts, part_sources, strict=True)]).expand_as(pool.rows)
-        # Most of the pool is empty (candidates not kept): drop that before the pairwise merge.
-        kept = live_entries(pool.scores, beam)
+        # Most of the pool is empty (candidates not kept): drop that before the pairwise merge (in place the pool
+        # keeps its size: how much is empty is known only on the device).
+        kept = None if self.in_place else live_entries(pool.scores, beam)
         if kept is not None:
             pool, source = pool.gather(kept), source.gather(1, kept)
         if self.options.merge != "none":
@@ -322,21 +421,22 @@ class _AesSearch:
                 projection = source_projection[rows]
                 scorer_state = self.scoring.gather_state(source_scorer, rows)
                 continue
-            if not bool(mask.any()):
+            if not self.in_place and not bool(mask.any()):
                 continue
             predictor_state = self.predictor.select_state(mask, self.predictor.gather_state(source_state, rows),
                                                           predictor_state)
             projection = torch.where(mask.unsqueeze(1), source_projection[rows], projection)
             scorer_state = self.scoring.select_state(mask, self.scoring.gather_state(source_scorer, rows),
                                                      scorer_state)
-        state = self.state
-        state.predictor_state, state.predictor_proj, state.scorer_state = predictor_state, projection, scorer_state
+        self._set("predictor_state", predictor_state)
+        self._set("predictor_proj", projection)
+        self._set("scorer_state", scorer_state)
         hyps.reorder(chosen.origins)
-        times = torch.full_like(chosen.origins, t)
+        times = torch.full_like(chosen.origins, t) if isinstance(t, int) else t.expand_as(chosen.origins)
         for step in range(steps_taken):
             hyps.add_step(chosen.origins if step == 0 else self.slots, chosen.new_tokens[:, :, step], times,
                           chosen.new_durations[:, :, step], chosen.new_logprobs[:, :, step])
-        hyps.scores, hyps.am_scores, hyps.time = chosen.scores, chosen.am_scores, chosen.time
+        hyps.assign(scores=chosen.scores, am_scores=chosen.am_scores, time=chosen.time)
 
     def _merge(self, pool: _Set) -> None:
         """Merge entries with the same tokens at the same frame (or both finished) into the best of them."""
@@ -354,3 +454,14 @@ class _AesSearch:
         if isinstance(bonus, torch.Tensor):
             bonus = bonus.view_as(hyps.scores)
         return hyps.best(self.options.nbest, self.options.length_norm, bonus)
+
+    def decoding_stats(self) -> DecodingStats:
+        """Predictor and joint calls so far (in place: one read of the device counts)."""
+        if not self.in_place:
+            return self.state.stats
+        predictor_calls, joint_calls = self.state.calls.tolist()
+        return DecodingStats(predictor_calls=predictor_calls, joint_calls=joint_calls)
+
+    def result(self) -> DecodingResult:
+        return DecodingResult.from_nbest(self.nbest(), self.decoding_stats(), self.encoder_out.device,
+                                         self.encoder_out.dtype)
