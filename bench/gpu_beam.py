@@ -19,7 +19,8 @@ dropped), then ``--repeats`` times in turn, the median reported:
   ``--beam-size``, ``merge="logsumexp"`` as NeMo merges) with ``cuda_graphs`` off / step_graphs / while_loops,
   ALSD++ with the LM; NeMo 3.0.0's label-looping greedy and ``malsd_batch`` beam search with CUDA graphs, without
   and with its NGPU-LM on the same ARPA file, on the same weights (``bench/nemo_greedy.py``), when NeMo imports;
-* decoder only: AES++ (``beam_aes_pp``, the same beam and merge, its default expansion) in each graph mode;
+* decoder only: AES++ (``beam_aes_pp``, the same beam and merge, its default expansion) and, on RNN-T, batched
+  WIND beam search (``beam_wind_batched``, window 8) in each graph mode;
 * decoder only, with phrase boosting: greedy and ALSD++ with a boosting tree of ``--boost-phrases`` random
   phrases (2-5 tokens) fused;
 * whole system (features + encoder + decoder): greedy, ALSD++, ALSD++ with the LM.
@@ -347,6 +348,10 @@ def main() -> None:
                 for mode in ("off", "step_graphs", "while_loops"):
                     add(f"AES++ {mode}", transdec_runner(model, batches, DecodingConfig(
                         "beam_aes_pp", cuda_graphs=mode, **beam)))
+                if kind == "rnnt":
+                    for mode in ("off", "step_graphs", "while_loops"):
+                        add(f"WIND beam {mode}", transdec_runner(model, batches, DecodingConfig(
+                            "beam_wind_batched", cuda_graphs=mode, window_size=8, **beam)))
                 add("greedy + boost", transdec_runner(model, batches, DecodingConfig(fusions=boost)))
                 add("ALSD++ + boost", transdec_runner(model, batches, DecodingConfig("beam_alsd_pp", fusions=boost,
                                                                                      **beam)))
@@ -375,7 +380,7 @@ def main() -> None:
                     "NeMo greedy" if name.startswith("NeMo") else "greedy")
                 ratio = f"{seconds / times[base]:.2f}x" if base in times else "-"
                 nemo_name = "NeMo malsd + LM" if "LM" in name else "NeMo malsd"
-                compared = nemo_name in times and ("ALSD" in name or "AES" in name) and "boost" not in name
+                compared = nemo_name in times and name.startswith(("ALSD", "AES", "WIND")) and "boost" not in name
                 agree = same(outputs[name], outputs[nemo_name]) if compared else "-"
                 rate = sum(len(t) for t in outputs[name]) / frames
                 table.append(f"| {kind} | {batch_size} | {name} | {seconds_of_audio / seconds:,.0f} | {ratio} | "

@@ -15,6 +15,7 @@ from transdec.decoding.beam.aes_pp import beam_aes_pp
 from transdec.decoding.beam.alsd_pp import beam_alsd_pp
 from transdec.decoding.beam.aes_pp_graphs import NAME as AES_GRAPHS
 from transdec.decoding.beam.alsd_pp_graphs import NAME as ALSD_GRAPHS
+from transdec.decoding.beam.wind_batched_graphs import NAME as WIND_GRAPHS
 from transdec.decoding.cuda.conditional_graphs import conditional_graphs_unavailable
 from transdec.decoding.cuda.graph_cache import CudaGraphFallbackWarning
 from transdec.decoding.beam.wind_batched import beam_wind_batched
@@ -255,3 +256,27 @@ def test_aes_pp_graphs_equal_eager_and_cpu(kind, batch_size, graph_mode, tmp_pat
                 reference.stats.predictor_calls, reference.stats.joint_calls)
     sets = [key for key in graph_cache.GRAPHS[model] if key[0] == AES_GRAPHS]
     assert len(sets) == 2  # one per fusion set
+
+
+@pytest.mark.parametrize("graph_mode", ["while_loops", "step_graphs"])
+@pytest.mark.parametrize("window", [1, 4])
+@pytest.mark.parametrize("batch_size", list(ALSD_BATCHES))
+def test_wind_beam_graphs_equal_eager_and_cpu(batch_size, window, graph_mode, tmp_path, graph_failures_forgotten):
+    """Batched WIND beam rounds as graphs, without and with the n-gram LM: the CPU's n-best and call counts."""
+    needs_mode(graph_mode)
+    cpu_model = model_for("rnnt", "lstm", "label_heavy")
+    model = on_cuda(cpu_model)
+    lm = ngram_lm("rnnt", tmp_path)
+    for on_cpu, on_gpu in (([], []), ([Fusion(lm, 0.5, token_bonus=0.1)], [Fusion(lm.to("cuda"), 0.5, token_bonus=0.1)])):
+        options = dict(beam_size=4, nbest=3, window_size=window, max_symbols_per_frame=3)
+        for seed, lengths in enumerate(ALSD_BATCHES[batch_size]):
+            frames, lengths_tensor = encoder_batch(lengths, seed=seed)
+            reference = beam_wind_batched(cpu_model, frames, lengths_tensor, fusions=on_cpu, **options)
+            with warnings.catch_warnings():
+                warnings.simplefilter("error", CudaGraphFallbackWarning)
+                got = beam_wind_batched(model, frames.cuda(), lengths_tensor.cuda(), cuda_graphs=graph_mode,
+                                        fusions=on_gpu, **options)
+            assert_same_nbest(got.nbest, reference.nbest)
+            assert (got.stats.predictor_calls, got.stats.joint_calls) == (
+                reference.stats.predictor_calls, reference.stats.joint_calls)
+    assert len([key for key in graph_cache.GRAPHS[model] if key[0] == WIND_GRAPHS]) == 2  # one per fusion set

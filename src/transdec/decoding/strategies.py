@@ -12,7 +12,7 @@ from transdec.decoding.beam.alsd_pp import AlsdPlusOptions, beam_alsd_pp
 from transdec.decoding.beam.graves import GravesOptions, beam_graves
 from transdec.decoding.beam.maes import MaesOptions, beam_maes
 from transdec.decoding.beam.wind import WindBeamOptions, beam_wind
-from transdec.decoding.beam.wind_batched import beam_wind_batched
+from transdec.decoding.beam.wind_batched import WindBatchedOptions, beam_wind_batched
 from transdec.decoding.greedy.ctc import ctc_greedy
 from transdec.decoding.greedy.frame_looping import greedy_frame_looping
 from transdec.decoding.greedy.label_looping import LabelLoopingOptions, greedy_label_looping
@@ -41,6 +41,6 @@ register_strategy("beam_aes_pp", beam_aes_pp, AesOptions,
                   "AES++: adaptive expansion search batched over utterances and beams")
 register_strategy("beam_wind", beam_wind, WindBeamOptions,
                   "WIND beam search: a window of frames per joint call, one utterance at a time (RNN-T)")
-register_strategy("beam_wind_batched", beam_wind_batched, WindBeamOptions,
+register_strategy("beam_wind_batched", beam_wind_batched, WindBatchedOptions,
                   "WIND beam search batched over utterances: a window of frames per joint call (RNN-T)")
 register_strategy("ctc_greedy", ctc_greedy, DecodingOptions, "greedy CTC on a hybrid model's CTC head (no Transducer)")

@@ -20,30 +20,54 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
 from transdec.decoding.beam_hyps import (BatchedBeamHyps, extended_hashes, live_entries, merge_equal,
                                          pairwise_equal, ranks_ahead, same_sequences, step_rows)
 from transdec.decoding.beam.wind import WindBeamOptions
+from transdec.decoding.cuda.in_place import copy_of, set_state
 from transdec.decoding.inputs import check_rnnt_head, checked_lengths
+from transdec.decoding.options import GraphOptions
 from transdec.decoding.registry import takes_options
 from transdec.decoding.results import DecodingResult, DecodingStats, Hypothesis
 from transdec.decoding.scoring import Fusion, Scoring, ScorerState
 from transdec.protocol import DecodingModel, PredictorState
 
 
-@takes_options(WindBeamOptions)
+@dataclass(frozen=True)
+class WindBatchedOptions(WindBeamOptions, GraphOptions):
+    """Options of batched WIND beam search: the beam options, the window, and how to run the rounds on a GPU
+    (which never changes the output)."""
+
+
+@takes_options(WindBatchedOptions)
 @torch.inference_mode()
-def beam_wind_batched(model: DecodingModel, encoder_out: torch.Tensor, lengths: torch.Tensor, options: WindBeamOptions,
-                      fusions: Sequence[Fusion] = ()) -> DecodingResult:
-    """WIND beam search over ``encoder_out [B, T, D]`` with valid ``lengths [B]``, all utterances at once."""
+def beam_wind_batched(model: DecodingModel, encoder_out: torch.Tensor, lengths: torch.Tensor,
+                      options: WindBatchedOptions, fusions: Sequence[Fusion] = ()) -> DecodingResult:
+    """WIND beam search over ``encoder_out [B, T, D]`` with valid ``lengths [B]``, all utterances at once.
+
+    ``cuda_graphs`` (CUDA only; see :mod:`transdec.decoding.beam.wind_batched_graphs`): ``"while_loops"`` runs the
+    whole search as one CUDA graph with a device-side loop over rounds, ``"step_graphs"`` replays each round as a
+    graph from a host loop, ``"off"`` runs eagerly, ``"auto"`` takes the fastest that works here (a mode that
+    cannot be used warns once). Graphs need a ``max_symbols_per_frame`` and take only graph-safe ``fusions``: with
+    any other ``"auto"`` means ``"off"`` and a graph mode is a ValueError."""
     check_rnnt_head(model.head, "beam_wind_batched")
     lengths = checked_lengths(encoder_out, lengths)
-    search = _WindSearch(model, encoder_out, lengths, options, Scoring(model.head, fusions))
-    while search.round():
-        pass
-    return DecodingResult.from_nbest(search.nbest(), search.state.stats, encoder_out.device, encoder_out.dtype)
+    scoring = Scoring(model.head, fusions)
+    if not scoring.graph_safe and options.cuda_graphs not in ("auto", "off"):
+        raise ValueError(f"cuda_graphs={options.cuda_graphs!r} takes only graph-safe fusions (such as the n-gram LM); "
+                         "use 'auto' or 'off'")
+    if encoder_out.device.type == "cuda" and options.cuda_graphs != "off" and scoring.graph_safe:
+        from transdec.decoding.beam.wind_batched_graphs import decode_with_graphs
+
+        result = decode_with_graphs(model, encoder_out, lengths, options, scoring.fusions)
+        if result is not None:
+            return result
+    search = WindSearch(model, encoder_out, lengths, options, scoring)
+    search.run()
+    return search.result()
 
 
 # The fields of a store entry or a new hypothesis within a round, each [B, N]: what BatchedBeamHyps keeps per slot,
@@ -71,37 +95,91 @@ class WindBeamState:
     predictor_state: PredictorState  # B*P rows: each entry's predictor state after every token but the pending one
     predictor_proj: torch.Tensor  # [B*P, J]: the predictor output after the same tokens, projected
     scorer_state: tuple[ScorerState, ...]  # each fusion's state, B*P rows, after the same tokens
-    stats: DecodingStats  # predictor and joint calls so far
+    stats: DecodingStats | None = None  # without in_place: predictor and joint calls, counted on the host
+    calls: torch.Tensor | None = None  # [2] long, in place only: predictor and joint calls, counted on the device
+    active_any: torch.Tensor | None = None  # [] bool, in place only: the loop condition (a hypothesis waits)
 
 
-class _WindSearch:
+class WindSearch:
+    """One batched WIND beam search: :meth:`step` runs one round, :meth:`run` all of them, and :attr:`state`
+    (:class:`WindBeamState`) holds everything the rounds carry.
+
+    With ``in_place=True`` (which needs ``options.max_symbols_per_frame``) a round never reads anything back: every
+    update is copied into the tensors the first :meth:`start` made, call counts and the loop condition
+    ``state.active_any`` live on the device, the predictor runs on every taken hypothesis, and the store is merged
+    whole instead of first dropping its empty entries. A CUDA graph can then capture :meth:`start` and :meth:`step`
+    and replay them on new inputs written into ``encoder_out`` and ``lengths``
+    (:mod:`transdec.decoding.beam.wind_batched_graphs`). The store's tree then gets a fixed capacity of
+    ``T * (m + 1)`` rounds (``m = max_symbols_per_frame``): a frame is an utterance's earliest for at most ``m + 1``
+    rounds, as the hypotheses a round leaves there have each emitted one more token at it than those it took.
+    """
+
     def __init__(self, model: DecodingModel, encoder_out: torch.Tensor, lengths: torch.Tensor,
-                 options: WindBeamOptions, scoring: Scoring) -> None:
+                 options: WindBatchedOptions, scoring: Scoring, in_place: bool = False) -> None:
+        # Only the parts: graph caches keyed on the model must not keep it alive.
         self.head, self.predictor, self.joint = model.head, model.predictor, model.joint
-        self.options, self.scoring = options, scoring
+        self.options, self.scoring, self.in_place = options, scoring, in_place
+        self.encoder_out = encoder_out
         batch_size, self.max_time, _ = encoder_out.shape
         device = encoder_out.device
         self.beam, self.window = options.beam_size, options.window_size
         size = self.beam * (self.window + 2)
-        self.lengths = lengths.unsqueeze(1)  # [B, 1]
+        self.lengths = lengths.unsqueeze(1)  # [B, 1], a view: new lengths written into `lengths` reach it
         self.rows = torch.arange(batch_size, device=device).unsqueeze(1)  # [B, 1]
         self.slots = torch.arange(size, device=device).expand(batch_size, size)
-        encoder_proj = self.joint.project_encoder(encoder_out)  # [B, T, J]
+        if in_place and options.max_symbols_per_frame is None:
+            raise ValueError("an in-place WIND beam search needs a max_symbols_per_frame to bound its rounds")
+        self.state: WindBeamState | None = None
+        self.start()
+
+    def start(self) -> None:
+        """Project the encoder output, put one empty hypothesis per utterance at frame 0 and feed the predictor
+        the start symbol: a new :attr:`state`, or with ``in_place`` after the first call, the same one written over.
+        The constructor calls it; call it again (in place) after writing new inputs."""
+        batch_size, size = self.slots.shape
+        device, dtype = self.encoder_out.device, self.encoder_out.dtype
         flat = batch_size * size
         start = torch.full((flat,), self.head.predictor_blank_id, dtype=torch.long, device=device)
         out, predictor_state = self.predictor.step(start, self.predictor.initial_state(flat))
-        self.state = WindBeamState(BatchedBeamHyps(batch_size, size, device, encoder_out.dtype), encoder_proj,
-                                   torch.full((batch_size, size), -1, dtype=torch.long, device=device),
-                                   predictor_state, self.joint.project_predictor(out),
-                                   scoring.initial_state(flat, device), DecodingStats(predictor_calls=1))
+        initial = {"encoder_proj": self.joint.project_encoder(self.encoder_out),  # [B, T, J]
+                   "pending": torch.full((batch_size, size), -1, dtype=torch.long, device=device),
+                   "predictor_state": predictor_state, "predictor_proj": self.joint.project_predictor(out),
+                   "scorer_state": self.scoring.initial_state(flat, device)}
+        if not self.in_place:
+            self.state = WindBeamState(BatchedBeamHyps(batch_size, size, device, dtype), **initial,
+                                       stats=DecodingStats(predictor_calls=1))
+            return
+        if self.state is None:
+            capacity = max(self.max_time * (self.options.max_symbols_per_frame + 1), 1)
+            self.state = WindBeamState(BatchedBeamHyps(batch_size, size, device, dtype, fixed_capacity=capacity),
+                                       **{name: copy_of(value) for name, value in initial.items()},
+                                       calls=torch.zeros(2, dtype=torch.long, device=device),
+                                       active_any=torch.zeros((), dtype=torch.bool, device=device))
+        else:
+            self.state.hyps.reset()
+            for name, value in initial.items():
+                self._set(name, value)
+        self.state.calls.zero_()
+        self.state.calls[0].fill_(1)
+        self._update_active_any()
 
-    def round(self) -> bool:
-        """Expand every utterance's best hypotheses at its earliest frame; False once all are finished."""
+    def run(self) -> None:
+        """Run rounds until every hypothesis is finished (in place: from the state :meth:`start` left)."""
+        if self.in_place:
+            while bool(self.state.active_any):
+                self.step()
+        else:
+            while self.step():
+                pass
+
+    def step(self) -> bool:
+        """One round: expand every utterance's best hypotheses at its earliest frame. Without ``in_place``: False
+        (and nothing done) once all are finished. In place it always runs (callers check ``active_any`` first)."""
         state, beam = self.state, self.beam
         hyps = state.hyps
         batch_size, size = hyps.scores.shape
         waiting = (hyps.scores > -torch.inf) & (hyps.time < self.lengths)
-        if not bool(waiting.any()):
+        if not self.in_place and not bool(waiting.any()):
             return False
         never = self.max_time + self.window + 1
         t = torch.where(waiting, hyps.time, never).min(dim=1, keepdim=True).values  # [B, 1]
@@ -115,8 +193,9 @@ class _WindSearch:
                    logprobs=torch.zeros_like(hyps.scores), pending=state.pending, bank=torch.zeros_like(self.slots),
                    rows=self.rows * size + self.slots)
         store = {name: torch.cat([old[name], new[name]], dim=1) for name in _FIELDS}
-        # Most entries are empty (free slots, pruned candidates): drop them before the pairwise comparisons.
-        kept = live_entries(store["scores"], size)
+        # Most entries are empty (free slots, pruned candidates): drop them before the pairwise comparisons (in
+        # place the store keeps its size: how much is empty is known only on the device).
+        kept = None if self.in_place else live_entries(store["scores"], size)
         if kept is not None:
             store = {name: value.gather(1, kept) for name, value in store.items()}
         self._merge(store)
@@ -124,7 +203,14 @@ class _WindSearch:
         _, index = store["scores"].topk(size, dim=1)
         chosen = {name: value.gather(1, index) for name, value in store.items()}
         self._write(chosen, fed)
+        if self.in_place:
+            self._update_active_any()
         return True
+
+    def _update_active_any(self) -> None:
+        """The loop condition, on the device: whether a live hypothesis has frames left."""
+        hyps = self.state.hyps
+        self.state.active_any.copy_(((hyps.scores > -torch.inf) & (hyps.time < self.lengths)).any())
 
     def _expand(self, t: torch.Tensor, taken: torch.Tensor,
                 valid: torch.Tensor) -> tuple[dict[str, torch.Tensor], tuple[PredictorState, torch.Tensor, tuple]]:
@@ -140,10 +226,19 @@ class _WindSearch:
         scorer_state = self.scoring.gather_state(state.scorer_state, flat)
         pending = state.pending.gather(1, taken).view(-1)
         feed = (pending >= 0) & valid.view(-1)
-        if bool(feed.any()):
-            fed_state, fed_projection = step_rows(self.predictor, self.joint, pending, predictor_state, feed,
-                                                  head.predictor_blank_id)
-            state.stats.predictor_calls += 1
+        if self.in_place:
+            # Every row, with the blank where there is no token: no host sync, the same shapes every round.
+            out, fed_state = self.predictor.step(torch.where(feed, pending, head.predictor_blank_id), predictor_state)
+            fed_projection = self.joint.project_predictor(out)
+            state.calls[0].add_(feed.any())
+            feeding = True
+        else:
+            feeding = bool(feed.any())
+            if feeding:
+                fed_state, fed_projection = step_rows(self.predictor, self.joint, pending, predictor_state, feed,
+                                                      head.predictor_blank_id)
+                state.stats.predictor_calls += 1
+        if feeding:
             predictor_state = self.predictor.select_state(feed, fed_state, predictor_state)
             projection = torch.where(feed.unsqueeze(1), fed_projection, projection)
             scorer_state = self.scoring.advance(scorer_state, pending, feed)
@@ -153,7 +248,10 @@ class _WindSearch:
         frames = state.encoder_proj[self.rows, positions.clamp(max=self.max_time - 1)]  # [B, n, J]
         frames = frames.repeat_interleave(beam, dim=0)  # [B*K, n, J]
         scored = self.scoring(self.joint.combine(frames, projection.unsqueeze(1)), self.scoring.context(scorer_state))
-        state.stats.joint_calls += 1
+        if self.in_place:
+            state.calls[1].add_(valid.any())
+        else:
+            state.stats.joint_calls += 1
         count = inside.shape[0]
 
         def blank_runs(values: torch.Tensor) -> torch.Tensor:
@@ -242,20 +340,24 @@ class _WindSearch:
         hyps.reorder(chosen["parents"])
         hyps.add_step(chosen["parents"], chosen["tokens"], chosen["timestamps"], torch.zeros_like(chosen["tokens"]),
                       chosen["logprobs"])
-        hyps.scores, hyps.am_scores = chosen["scores"], chosen["am_scores"]
-        hyps.time, hyps.tokens_at_frame = chosen["time"], chosen["tokens_at_frame"]
-        state.pending = chosen["pending"]
+        hyps.assign(scores=chosen["scores"], am_scores=chosen["am_scores"], time=chosen["time"],
+                    tokens_at_frame=chosen["tokens_at_frame"])
+        self._set("pending", chosen["pending"])
         from_fed = (chosen["bank"] == 1).view(-1)
         rows = chosen["rows"].view(-1)
         fed_rows, old_rows = rows.masked_fill(~from_fed, 0), rows.masked_fill(from_fed, 0)
         fed_state, fed_projection, fed_scorer_state = fed
-        state.predictor_state = self.predictor.select_state(
+        self._set("predictor_state", self.predictor.select_state(
             from_fed, self.predictor.gather_state(fed_state, fed_rows),
-            self.predictor.gather_state(state.predictor_state, old_rows))
-        state.predictor_proj = torch.where(from_fed.unsqueeze(1), fed_projection[fed_rows],
-                                           state.predictor_proj[old_rows])
-        state.scorer_state = self.scoring.select_state(from_fed, self.scoring.gather_state(fed_scorer_state, fed_rows),
-                                                       self.scoring.gather_state(state.scorer_state, old_rows))
+            self.predictor.gather_state(state.predictor_state, old_rows)))
+        self._set("predictor_proj", torch.where(from_fed.unsqueeze(1), fed_projection[fed_rows],
+                                                state.predictor_proj[old_rows]))
+        self._set("scorer_state", self.scoring.select_state(
+            from_fed, self.scoring.gather_state(fed_scorer_state, fed_rows),
+            self.scoring.gather_state(state.scorer_state, old_rows)))
+
+    def _set(self, name: str, value: Any) -> None:
+        set_state(self.state, name, value, self.in_place)
 
     def nbest(self) -> list[list[Hypothesis]]:
         """Each utterance's ``nbest`` best finished hypotheses, best first, ranked with the fusions' final bonus (a
@@ -265,3 +367,14 @@ class _WindSearch:
         if isinstance(bonus, torch.Tensor):
             bonus = bonus.view_as(hyps.scores)
         return hyps.best(self.options.nbest, self.options.length_norm, bonus)
+
+    def decoding_stats(self) -> DecodingStats:
+        """Predictor and joint calls so far (in place: one read of the device counts)."""
+        if not self.in_place:
+            return self.state.stats
+        predictor_calls, joint_calls = self.state.calls.tolist()
+        return DecodingStats(predictor_calls=predictor_calls, joint_calls=joint_calls)
+
+    def result(self) -> DecodingResult:
+        return DecodingResult.from_nbest(self.nbest(), self.decoding_stats(), self.encoder_out.device,
+                                         self.encoder_out.dtype)

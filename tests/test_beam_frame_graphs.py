@@ -1,6 +1,7 @@
-"""AES++ as CUDA graphs run it, on the CPU: the in-place frames against the default search, the fixed capacity,
-the ``cuda_graphs`` option, and the graph wrappers with each "replay" running the captured step eagerly (float64
-random models; the real graphs are tested in test_beam_cuda.py)."""
+"""AES++ and batched WIND beam search as CUDA graphs run them, on the CPU: the in-place steps (an AES++ frame, a
+WIND round) against the default search, the fixed capacity, the ``cuda_graphs`` option, and the graph wrappers with
+each "replay" running the captured step eagerly (float64 random models; the real graphs are tested in
+test_beam_cuda.py)."""
 
 import argparse
 import itertools
@@ -16,8 +17,9 @@ from graph_fakes import replay_eagerly
 from helpers import HEADS, PREDICTORS, BigramScorer, encoder_batch, same
 from helpers import model_for as shared_model_for
 from transdec.decoding import DecodingConfig, Fusion, decode
-from transdec.decoding.beam import aes_pp_graphs
+from transdec.decoding.beam import aes_pp_graphs, wind_batched_graphs
 from transdec.decoding.beam.aes_pp import AesOptions, AesSearch, beam_aes_pp
+from transdec.decoding.beam.wind_batched import WindBatchedOptions, WindSearch, beam_wind_batched
 from transdec.decoding.cuda import graph_cache, search_graphs
 from transdec.decoding.cuda.graph_cache import CudaGraphFallbackWarning
 from transdec.decoding.flags import add_decoding_arguments, decoding_configs
@@ -41,8 +43,8 @@ def model_for(kind: str, predictor: str, profile: str = "label_heavy"):
         return shared_model_for(kind, predictor, profile)
 
 
-def in_place_result(model, frames, lengths, fusions=(), **options):
-    search = AesSearch(model, frames, lengths, AesOptions(**options), Scoring(model.head, fusions), in_place=True)
+def in_place_result(model, frames, lengths, fusions=(), search=AesSearch, options_class=AesOptions, **options):
+    search = search(model, frames, lengths, options_class(**options), Scoring(model.head, fusions), in_place=True)
     search.run()
     return search.result()
 
@@ -77,6 +79,41 @@ def test_in_place_frames_equal_the_default_search(kind, predictor, beam_size, me
                    max_symbols_per_frame=max_symbols, expansion_beta=beta)
     expected = beam_aes_pp(model, frames, lengths_tensor, **options)
     assert_same_result(in_place_result(model, frames, lengths_tensor, **options), expected)
+
+
+@pytest.mark.parametrize("predictor", PREDICTORS)
+@settings(max_examples=12, deadline=None)
+@given(beam_size=st.integers(1, 4), merge=st.sampled_from(["max", "logsumexp", "none"]), window=st.sampled_from([1, 2, 3, 8]),
+       max_symbols=st.integers(1, 3), batch=st.integers(0, 2), length_norm=st.booleans())
+def test_in_place_wind_rounds_equal_the_default_search(predictor, beam_size, merge, window, max_symbols, batch,
+                                                       length_norm):
+    model = model_for("rnnt", predictor)
+    lengths = BATCHES[batch]
+    frames, lengths_tensor = encoder_batch(lengths, seed=batch)
+    options = dict(beam_size=beam_size, nbest=beam_size, merge=merge, window_size=window,
+                   max_symbols_per_frame=max_symbols, length_norm=length_norm)
+    expected = beam_wind_batched(model, frames, lengths_tensor, **options)
+    got = in_place_result(model, frames, lengths_tensor, search=WindSearch, options_class=WindBatchedOptions, **options)
+    assert_same_result(got, expected)
+
+
+def test_in_place_wind_rounds_with_fusions_and_their_bound(tmp_path):
+    """The n-gram LM's state travels with the store's; ``T * (m + 1)`` rounds bound the tree, and the in-place
+    search needs the ``m``."""
+    model = model_for("rnnt", "lstm")
+    frames, lengths = encoder_batch([24, 13, 7, 0], seed=6, extra_padding=0)
+    path = tmp_path / "lm.arpa"
+    path.write_text(random_arpa(HEADS["rnnt"].num_tokens, 3, seed=7, missing_tokens=1))
+    fusions = [Fusion(NGramLM.load(path, HEADS["rnnt"].num_tokens, dtype=torch.float64), 0.5, token_bonus=0.2)]
+    options = dict(beam_size=4, nbest=3, window_size=3, max_symbols_per_frame=2)
+    search = WindSearch(model, frames, lengths, WindBatchedOptions(**options), Scoring(model.head, fusions),
+                        in_place=True)
+    search.run()
+    assert_same_result(search.result(), beam_wind_batched(model, frames, lengths, fusions=fusions, **options))
+    assert search.state.hyps.steps_taken() <= search.state.hyps.capacity == 24 * 3
+    with pytest.raises(ValueError, match="max_symbols_per_frame"):
+        WindSearch(model, frames, lengths, WindBatchedOptions(max_symbols_per_frame=None), Scoring(model.head),
+                   in_place=True)
 
 
 @pytest.mark.parametrize("kind", list(HEADS))
@@ -118,24 +155,26 @@ def test_in_place_search_reuses_its_tensors_for_new_inputs():
     assert all(getattr(state.hyps, name) is value for name, value in tensors.items())
 
 
-def test_cuda_graphs_option():
+@pytest.mark.parametrize("strategy, search, options_class", [("beam_aes_pp", beam_aes_pp, AesOptions),
+                                                             ("beam_wind_batched", beam_wind_batched, WindBatchedOptions)])
+def test_cuda_graphs_option(strategy, search, options_class):
     model = model_for("rnnt", "lstm")
     frames, lengths = encoder_batch([9, 4], seed=0)
     with pytest.raises(ValueError, match="cuda_graphs must be one of"):
-        beam_aes_pp(model, frames, lengths, cuda_graphs="on")
+        search(model, frames, lengths, cuda_graphs="on")
     fusions = [Fusion(BigramScorer(HEADS["rnnt"].num_tokens, seed=0), 0.5)]
     with pytest.raises(ValueError, match="takes only graph-safe fusions"):
-        beam_aes_pp(model, frames, lengths, cuda_graphs="step_graphs", fusions=fusions)
-    expected = beam_aes_pp(model, frames, lengths, beam_size=3, nbest=2, cuda_graphs="off").nbest
+        search(model, frames, lengths, cuda_graphs="step_graphs", fusions=fusions)
+    expected = search(model, frames, lengths, beam_size=3, nbest=2, cuda_graphs="off").nbest
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # on a CPU no mode tries graphs, so none warns
         for mode in ("auto", "while_loops", "step_graphs"):
-            config = DecodingConfig("beam_aes_pp", beam_size=3, nbest=2, cuda_graphs=mode)
+            config = DecodingConfig(strategy, beam_size=3, nbest=2, cuda_graphs=mode)
             assert_same_nbest(decode(model, frames, lengths, config).nbest, expected)
     parser = argparse.ArgumentParser()
     add_decoding_arguments(parser, default="greedy_label")
-    config, = decoding_configs(parser.parse_args(["--decoding", "beam_aes_pp", "--cuda-graphs", "step_graphs"]))
-    assert config.options == AesOptions(cuda_graphs="step_graphs")
+    config, = decoding_configs(parser.parse_args(["--decoding", strategy, "--cuda-graphs", "step_graphs"]))
+    assert config.options == options_class(cuda_graphs="step_graphs")
 
 
 @pytest.fixture
@@ -172,6 +211,26 @@ def test_step_graphs_equal_eager_and_reuse_the_graphs(eager_replay, tmp_path):
     # Per fusion set, frame buckets 64 (the first two batches) and 128.
     keys = [key for key in graph_cache.GRAPHS[model] if key[0] == aes_pp_graphs.NAME]
     assert sorted((len(key[7]), key[2]) for key in keys) == [(0, 64), (0, 128), (1, 64), (1, 128)]
+
+
+def test_wind_step_graphs_equal_eager(monkeypatch):
+    replay_eagerly(monkeypatch, search_graphs)
+    model = model_for("rnnt", "lstm")
+    options = WindBatchedOptions(beam_size=4, nbest=3, window_size=4, max_symbols_per_frame=3, cuda_graphs="step_graphs")
+    try:
+        for seed, lengths in enumerate([[24, 3, 0, 17], [1, 24, 24, 9]]):
+            frames, lengths_tensor = encoder_batch(lengths, seed=seed)
+            with warnings.catch_warnings():
+                warnings.simplefilter("error", CudaGraphFallbackWarning)
+                got = wind_batched_graphs.decode_with_graphs(model, frames, lengths_tensor, options)
+            assert_same_result(got, beam_wind_batched(model, frames, lengths_tensor, options))
+        assert [key[2] for key in graph_cache.GRAPHS[model] if key[0] == wind_batched_graphs.NAME] == [64]
+        with pytest.warns(CudaGraphFallbackWarning, match="max_symbols_per_frame"):
+            assert wind_batched_graphs.decode_with_graphs(model, frames, lengths_tensor,
+                                                          WindBatchedOptions(max_symbols_per_frame=None)) is None
+    finally:
+        graph_cache.GRAPHS.pop(model, None)
+        graph_cache.FAILED_MODES.clear()
 
 
 def test_the_while_loop_runs_on_the_state_flag(eager_replay):
