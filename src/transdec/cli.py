@@ -154,13 +154,13 @@ def _boost_options(args: argparse.Namespace):
                         args.boost_depth_scaling or 0.0, args.boost_case_variants)
 
 
-def _boost_fusions(args: argparse.Namespace, model) -> list:
-    """The ``--boost-phrases`` fusion (its phrases tokenized for the model, or its compiled tree); none without."""
+def _boost_fusions(args: argparse.Namespace, model, options) -> list:
+    """The ``--boost-phrases`` fusion (its phrases tokenized for the model, or its compiled tree) with ``options``
+    (:func:`_boost_options`); none without."""
     if not args.boost_phrases:
         return []
     from transdec.biasing import Boost, BoostingTree, read_phrase_file, tokenize_phrases
 
-    options = _boost_options(args)
     if args.boost_phrases.endswith(".pt"):
         tree = BoostingTree.load(args.boost_phrases)
         if tree.vocab_size != model.head.num_tokens:
@@ -249,11 +249,11 @@ def _lm_fusions(args: argparse.Namespace, model) -> list:
     return [Fusion(lm, weight, args.lm_token_bonus, args.lm_blank_scoring) for weight in args.lm_weight]
 
 
-def _with_fusions(args: argparse.Namespace, model, configs: list) -> list:
+def _with_fusions(args: argparse.Namespace, model, configs: list, boost) -> list:
     """``configs`` with the ``--lm`` fusion added, one config per ``--lm-weight``, and the ``--boost-phrases``
-    one."""
+    one with ``boost`` (:func:`_boost_options`)."""
     lms = _lm_fusions(args, model)
-    boosts = _boost_fusions(args, model)
+    boosts = _boost_fusions(args, model, boost)
     configs = [dataclasses.replace(config, fusions=(*config.fusions, lm)) for config in configs for lm in lms] or configs
     return [dataclasses.replace(config, fusions=(*config.fusions, *boosts)) for config in configs]
 
@@ -359,7 +359,7 @@ def _stream(args: argparse.Namespace) -> int:
             raise ValueError("--lm-weight: stream takes one weight")
         if args.beam_size and args.window_size > 1:
             raise ValueError("--window-size: greedy search only, not with --beam-size")
-        _boost_options(args)
+        boost = _boost_options(args)
         options = StreamingOptions(
             max_streams=args.max_streams or min(max(1, len(args.paths)), 32),
             buffered=BufferedOptions(args.chunk, args.left_context, args.right_context),
@@ -367,7 +367,7 @@ def _stream(args: argparse.Namespace) -> int:
                       else WindOptions(window_size=args.window_size)),
             endpoint=None if args.no_endpoint else EndpointOptions())
         model = load_model(args.model, device=args.device, att_context_size=args.att_context_size)
-        recognizer = Recognizer(model, options, _lm_fusions(args, model) + _boost_fusions(args, model))
+        recognizer = Recognizer(model, options, _lm_fusions(args, model) + _boost_fusions(args, model, boost))
         feed = FeedOptions(args.piece, args.realtime)
         if args.mic:
             device = int(args.mic_device) if args.mic_device and args.mic_device.isdigit() else args.mic_device
@@ -457,7 +457,7 @@ def _serve(args: argparse.Namespace) -> int:
             field, _, rest = str(error).partition(" ")
             raise ValueError(f"--{field.replace('_', '-')} {rest}") from None
         model = _load_model(args)
-        options = dataclasses.replace(options, decoding=_with_fusions(args, model, decodings)[0])
+        options = dataclasses.replace(options, decoding=_with_fusions(args, model, decodings, boost)[0])
         _check_strategies_fit(model, [options.decoding])
     except (FileNotFoundError, ValueError) as error:
         print(f"transdec serve: error: {error}", file=sys.stderr)
@@ -716,7 +716,7 @@ def _transcribe(args: argparse.Namespace) -> int:
         boost = _boost_options(args)
         if args.ray is None:  # on a cluster, each replica loads the model (ray_transcribe checks it first)
             model = _load_model(args)
-            decodings = _with_fusions(args, model, decodings)
+            decodings = _with_fusions(args, model, decodings, boost)
             _check_strategies_fit(model, decodings)
     except (FileNotFoundError, ValueError) as error:
         print(f"transdec transcribe: error: {error}", file=sys.stderr)
@@ -737,7 +737,7 @@ def _ray_replica(args: argparse.Namespace, decodings: list, device: str):
     """A Ray replica's model on ``device`` and its decoding, with the fusions of the flags (a ReplicaLoader)."""
     args = argparse.Namespace(**{**vars(args), "device": device})
     model = _load_model(args)
-    decodings = _with_fusions(args, model, decodings)
+    decodings = _with_fusions(args, model, decodings, _boost_options(args))
     _check_strategies_fit(model, decodings)
     return model, decodings[0]
 
@@ -762,7 +762,7 @@ def _evaluate(args: argparse.Namespace) -> int:
             raise ValueError(problem)
         boost = _boost_options(args)
         model = _load_model(args)
-        strategies = _with_fusions(args, model, strategies)
+        strategies = _with_fusions(args, model, strategies, boost)
         _check_strategies_fit(model, strategies)
     except (FileNotFoundError, ValueError) as error:
         print(f"transdec evaluate: error: {error}", file=sys.stderr)

@@ -25,6 +25,7 @@ import numpy as np
 
 from transdec.biasing.phrases import BoostPhrase
 from transdec.serve.metrics import Metrics
+from transdec.serve.tasks import cancel_and_wait
 from transdec.serve.worker import ModelWorker
 from transdec.transcribe import Transcript
 
@@ -138,13 +139,8 @@ class DynamicBatcher:
         """Finish the queued requests and the batch that runs, then end the loop."""
         while self._waiting or self._running:
             await asyncio.sleep(0.01)
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
 
     async def _loop(self) -> None:
         assert self._arrived is not None

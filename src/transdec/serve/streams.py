@@ -25,6 +25,7 @@ import numpy as np
 
 from transdec.audio import as_waveform
 from transdec.serve.metrics import Metrics
+from transdec.serve.tasks import cancel_and_wait
 from transdec.serve.worker import ModelWorker
 from transdec.streaming import Recognizer, Stream
 from transdec.streaming.files import segment_record
@@ -179,13 +180,8 @@ class StreamingHub:
         self._task = asyncio.get_running_loop().create_task(self._loop(), name="transdec-streams")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
 
     async def _loop(self) -> None:
         assert self._wake is not None
