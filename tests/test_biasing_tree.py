@@ -203,7 +203,7 @@ def test_save_and_load(tmp_path):
     saved = torch.load(path, weights_only=True)
     del saved["tensors"]["arc_next"]
     torch.save(saved, tmp_path / "damaged.pt")
-    with pytest.raises(ValueError, match=r"damaged.pt: a damaged boosting tree file \(missing tensors \['arc_next'\]"):
+    with pytest.raises(ValueError, match=r"damaged.pt: a damaged saved transdec boosting tree file \(missing tensors \['arc_next'\]"):
         BoostingTree.load(tmp_path / "damaged.pt")
 
 

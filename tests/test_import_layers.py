@@ -26,7 +26,7 @@ PACKAGE = SRC / "transdec"
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("base", ("transdec", "transdec.protocol", "transdec.runtime", "transdec.padding", "transdec.audio",
               "transdec.manifest", "transdec.sources", "transdec.metrics", "transdec.sample_windows",
-              "transdec.transcribing", "transdec.pretrained")),
+              "transdec.transcribing", "transdec.pretrained", "transdec.tensor_files")),
     ("decoding", ("transdec.decoding",)),
     ("losses", ("transdec.losses",)),
     ("model", ("transdec.model",)),

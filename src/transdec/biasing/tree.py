@@ -60,6 +60,8 @@ from pathlib import Path
 
 import torch
 
+from transdec.tensor_files import read_tensor_file
+
 #: One phrase: its token ids and weight.
 Phrase = tuple[Sequence[int], float]
 
@@ -137,23 +139,15 @@ class BoostingTree:
         path = Path(path)
         if not path.is_file():
             raise FileNotFoundError(f"{path}: no such boosting tree file")
-        try:
-            saved = torch.load(path, map_location="cpu", weights_only=True)
-        except Exception as error:  # truncated or another kind of file: torch raises many kinds
-            first_line = str(error).splitlines()[0] if str(error) else ""
-            raise ValueError(f"{path}: not a saved transdec boosting tree (it cannot be read: "
-                             f"{type(error).__name__}: {first_line})") from error
-        if not isinstance(saved, dict) or saved.get("format") != FORMAT:
-            raise ValueError(f"{path}: not a saved transdec boosting tree (format {FORMAT!r})")
-        tensors = saved.get("tensors")
-        missing = [n for n in _TENSORS if not isinstance(tensors, dict) or not isinstance(tensors.get(n), torch.Tensor)]
-        if missing:
-            raise ValueError(f"{path}: a damaged boosting tree file (missing tensors {missing})")
+        saved = read_tensor_file(path, FORMAT, "saved transdec boosting tree", _TENSORS)
+        tensors = saved["tensors"]
         if not (isinstance(saved.get("vocab_size"), int) and isinstance(saved.get("width"), int)
                 and isinstance(saved.get("depth_scaling"), float)):
-            raise ValueError(f"{path}: a damaged boosting tree file (missing vocab_size, width or depth_scaling)")
+            raise ValueError(f"{path}: a damaged saved transdec boosting tree file (missing vocab_size, width or "
+                             "depth_scaling)")
         if tuple(tensors["root_next"].shape[1:]) != (saved["vocab_size"],):
-            raise ValueError(f"{path}: a damaged boosting tree file (root rows do not match vocab_size)")
+            raise ValueError(f"{path}: a damaged saved transdec boosting tree file (root rows do not match "
+                             "vocab_size)")
         return cls(saved["vocab_size"], saved["width"], saved["depth_scaling"], tensors).to(device, dtype)
 
     def to(self, device: torch.device | str, dtype: torch.dtype | None = None) -> BoostingTree:

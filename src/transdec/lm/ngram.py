@@ -32,6 +32,7 @@ import torch
 
 from transdec.lm import ngram_kernels
 from transdec.lm.arpa import Arpa, ArpaError, read_arpa
+from transdec.tensor_files import read_tensor_file
 
 #: NeMo's token-level LM convention: token id ``i`` is written as the character ``chr(i + TOKEN_OFFSET)``.
 TOKEN_OFFSET = 100
@@ -145,21 +146,12 @@ class NGramLM:
         if not path.is_file():
             raise FileNotFoundError(f"{path}: no such LM file")
         if path.suffix == ".pt":
-            try:
-                saved = torch.load(path, map_location="cpu", weights_only=True)
-            except Exception as error:  # truncated or another kind of file: torch raises many kinds
-                first_line = str(error).splitlines()[0] if str(error) else ""
-                raise ArpaError(f"{path}: not a compiled transdec n-gram LM (it cannot be read: "
-                                f"{type(error).__name__}: {first_line})") from error
-            if not isinstance(saved, dict) or saved.get("format") != "transdec-ngram-1":
-                raise ArpaError(f"{path}: not a compiled transdec n-gram LM")
+            saved = read_tensor_file(path, "transdec-ngram-1", "compiled transdec n-gram LM", _TENSORS, ArpaError)
             if saved.get("vocab_size") != vocab_size:
                 raise ArpaError(f"{path}: the LM is for {saved.get('vocab_size')} tokens, the model has {vocab_size}")
-            tensors = saved.get("tensors")
-            missing = [n for n in _TENSORS if not isinstance(tensors, dict) or not isinstance(tensors.get(n), torch.Tensor)]
-            if missing or not all(isinstance(saved.get(k), int) for k in ("order", "bos_state")):
-                raise ArpaError(f"{path}: a damaged compiled n-gram LM (missing {missing or 'order, bos_state'})")
-            lm = cls(saved["order"], vocab_size, saved["bos_state"], tensors)
+            if not all(isinstance(saved.get(k), int) for k in ("order", "bos_state")):
+                raise ArpaError(f"{path}: a damaged compiled transdec n-gram LM file (missing order, bos_state)")
+            lm = cls(saved["order"], vocab_size, saved["bos_state"], saved["tensors"])
         else:
             lm = cls.from_arpa(read_arpa(path), vocab_size, str(path))
         return lm.to(device, dtype)
