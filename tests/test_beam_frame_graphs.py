@@ -238,8 +238,8 @@ def test_the_while_loop_runs_on_the_state_flag(eager_replay):
     model = eager_replay
     options = AesOptions(beam_size=3, nbest=2, num_steps=3, cuda_graphs="while_loops")
     graphed = search_graphs.GraphedSteps(
-        lambda frames, lengths, in_place: AesSearch(model, frames, lengths, options, Scoring(model.head),
-                                                    in_place=in_place),
+        lambda fusions, frames, lengths, in_place: AesSearch(model, frames, lengths, options,
+                                                             Scoring(model.head, fusions), in_place=in_place),
         4, 64, 16, torch.float64, torch.device("cpu"), "while_loops")
     for seed, lengths in enumerate([[24, 3, 0, 17], [1, 24, 24, 9], [0, 0, 0, 0]]):
         frames, lengths_tensor = encoder_batch(lengths, seed=seed)

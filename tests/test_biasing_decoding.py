@@ -238,6 +238,52 @@ def test_final_scores_reward_only_completed_phrases(search, options):
                 assert hyp.score == pytest.approx(hyp.am_score + 1.5 * earned, abs=1e-9)
 
 
+# --- CUDA graphs for trees made per batch ------------------------------------------------------------------------
+
+def test_graphs_decode_each_batch_s_own_tree_with_one_capture(monkeypatch):
+    """Per-request phrases make a new tree (view) per batch: the graphs read it from buffers of the tree's padded
+    shapes, so batches with other trees of the same shapes reuse one capture and still decode with their own tree
+    (graph replay run eagerly on the CPU; the real graphs are in test_boosting_in_cuda_graphs_equals_cpu)."""
+    import warnings
+
+    from graph_fakes import replay_eagerly
+    from transdec.decoding.beam import alsd_pp_graphs
+    from transdec.decoding.beam.alsd_pp import AlsdPlusOptions
+    from transdec.decoding.cuda import graph_cache, search_graphs
+    from transdec.decoding.cuda.graph_cache import CudaGraphFallbackWarning
+    from transdec.decoding.greedy import label_looping_graphs
+    from transdec.model.synthetic import random_decoder
+
+    replay_eagerly(monkeypatch, label_looping_graphs, search_graphs)
+    model = random_decoder(HEADS["tdt"], "lstm", encoder_dim=16, num_layers=2, blank_rate=0.3, seed=11,
+                           dtype=torch.float64)
+    graph_cache.FAILED_MODES.clear()
+    try:
+        boosts = []
+        for seed in range(3):
+            frames, lengths = encoder_batch([24, 13, 7, 24], seed=seed)
+            boost, _, _, _ = boosted(model, frames, lengths, seed=seed)
+            boosts.append((frames, lengths, boost))
+        keys = {boost.scorer.graph_key() for _, _, boost in boosts}
+        assert len(keys) == 1 and len({boost for _, _, boost in boosts}) == 3  # three trees, one shape
+        options = AlsdPlusOptions(beam_size=3, nbest=2, max_symbols_per_frame=3, cuda_graphs="step_graphs")
+        for frames, lengths, boost in boosts:
+            with warnings.catch_warnings():
+                warnings.simplefilter("error", CudaGraphFallbackWarning)
+                greedy = label_looping_graphs.decode_with_graphs(model, frames, lengths, 3, 1, "step_graphs",
+                                                                 fusions=[boost])
+                beam = alsd_pp_graphs.decode_with_graphs(model, frames, lengths, options, [boost])
+            assert_same_hypotheses(greedy.hypotheses(), greedy_reference(
+                model, frames, lengths, max_symbols_per_frame=3, fusions=[boost]).hypotheses())
+            expected = beam_alsd_pp(model, frames, lengths, options, fusions=[boost]).nbest
+            assert all(len(g) == len(e) and all(same(a, b) for a, b in zip(g, e))
+                       for g, e in zip(beam.nbest, expected))
+        assert len(graph_cache.GRAPHS[model]) == 2  # one graph set for greedy, one for beam search
+    finally:
+        graph_cache.GRAPHS.pop(model, None)
+        graph_cache.FAILED_MODES.clear()
+
+
 # --- CUDA -----------------------------------------------------------------------------------------------------------
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")

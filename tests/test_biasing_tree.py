@@ -207,6 +207,41 @@ def test_save_and_load(tmp_path):
         BoostingTree.load(tmp_path / "damaged.pt")
 
 
+@pytest.mark.parametrize("dense", [True, False])
+def test_a_graph_buffer_scores_as_each_tree_copied_into_it(dense, monkeypatch):
+    """What CUDA graphs rely on to reuse one capture for trees made per batch: a buffer of the key's (padded)
+    shapes, loaded with any tree of that key, scores, advances and ends as that tree, views' roots included."""
+    from transdec.biasing import tree as tree_module
+
+    if not dense:
+        monkeypatch.setattr(tree_module, "DENSE_ENTRIES", 0)
+    rng = random.Random(1)
+    vocab = 12
+
+    def random_tree(lists):
+        phrase_lists = [[([rng.randrange(vocab) for _ in range(rng.randint(1, 4))], rng.choice([0.5, 1.0]))
+                         for _ in range(rng.randint(3, 6))] for _ in range(lists)]
+        return BoostingTree.build(phrase_lists, vocab, 0.5, dtype=torch.float64).for_utterances([1, 0, 2, 1])
+
+    trees = [random_tree(3) for _ in range(6)]
+    key = trees[0].graph_key()
+    same_key = [tree for tree in trees if tree.graph_key() == key]
+    assert len(same_key) >= 2 and (trees[0].dense_bonus is not None) == dense
+    buffer = trees[0].graph_buffer()
+    assert buffer.graph_key() == key and buffer.num_nodes >= trees[0].num_nodes
+    for tree in same_key:
+        tree.copy_to(buffer)
+        states = torch.randint(0, tree.num_nodes, (40,))
+        tokens = torch.randint(0, vocab, (40,))
+        assert torch.equal(buffer.token_logprobs(states), tree.token_logprobs(states))
+        assert torch.equal(buffer.advance(states, tokens), tree.advance(states, tokens))
+        assert torch.equal(buffer.end_bonus(states), tree.end_bonus(states))
+        assert torch.equal(buffer.initial_state(8, states.device), tree.initial_state(8, states.device))
+    other = BoostingTree.build([[([1, 2], 1.0)]], vocab)
+    with pytest.raises(ValueError, match="other shapes"):
+        other.copy_to(buffer)
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_the_tree_on_cuda_equals_cpu():
     rng = random.Random(1)

@@ -216,6 +216,50 @@ class BoostingTree:
         return (f"BoostingTree(lists={self.num_roots}, nodes={self.num_nodes}, vocab_size={self.vocab_size}, "
                 f"width={self.width}{view})")
 
+    # ----- CUDA graphs -----
+
+    def graph_key(self) -> tuple:
+        """What a CUDA graph captured on :meth:`graph_buffer` depends on: the shapes of the tables the scoring reads
+        (each rounded up to a power of two; with dense tables the arcs are not read), the utterances of a view,
+        dtype and device; not their values. Any tree of the same key is written into that buffer (:meth:`copy_to`)
+        and decoded by the same graph, so trees made per batch (per-request phrases) do not make a graph each."""
+        dense = self.dense_bonus is not None
+        arcs = None if dense else (_bucket(self.arc_token.shape[0]), _bucket(self.width, 1))
+        return (self.vocab_size, _bucket(self.num_roots), _bucket(self.num_nodes), dense, arcs, self.num_utterances,
+                self.root_gain.dtype, self.device)
+
+    def graph_buffer(self) -> BoostingTree:
+        """A tree of zeros with the tables of :meth:`graph_key`'s shapes, for a graph to capture (load it with
+        :meth:`copy_to`)."""
+        vocab, dense = self.vocab_size, self.dense_bonus is not None
+        roots, nodes = _bucket(self.num_roots), _bucket(self.num_nodes)
+        arcs, width = (1, 1) if dense else (_bucket(self.arc_token.shape[0]), _bucket(self.width, 1))
+        shapes = {"root_node": (roots,), "root_next": (roots, vocab), "root_gain": (roots, vocab + 1),
+                  **{name: (nodes,) for name in _TENSORS if name.startswith("node_")},
+                  **{name: (arcs,) for name in _TENSORS if name.startswith("arc_")},
+                  "arc_start": (nodes,), "arc_count": (nodes,)}
+        if dense:
+            shapes["dense_bonus"] = shapes["dense_next"] = (nodes, vocab)
+        tensors = {name: torch.zeros(shape, dtype=getattr(self, name).dtype, device=self.device)
+                   for name, shape in shapes.items()}
+        roots_buffer = None if self.utterance_roots is None else torch.zeros_like(self.utterance_roots)
+        return BoostingTree(vocab, width, self.depth_scaling, tensors, roots_buffer)
+
+    def copy_to(self, buffer: BoostingTree) -> None:
+        """Write this tree's tables (and a view's roots) into ``buffer``, made by :meth:`graph_buffer` of a tree of
+        the same :meth:`graph_key`; zeros past them (entries no state reaches)."""
+        if buffer.graph_key() != self.graph_key():
+            raise ValueError("copy_to: the buffer was made for a tree of other shapes")
+        dense = self.dense_bonus is not None
+        names = [name for name in _TENSORS if not (dense and name.startswith("arc_"))]
+        names += ["dense_bonus", "dense_next"] if dense else []
+        for name in names:
+            value, target = getattr(self, name), getattr(buffer, name)
+            target.zero_()
+            target[tuple(slice(0, size) for size in value.shape)].copy_(value)
+        if self.utterance_roots is not None:
+            buffer.utterance_roots.copy_(self.utterance_roots)
+
     # ----- TokenScorer -----
 
     def initial_state(self, batch_size: int, device: torch.device) -> torch.Tensor:
@@ -294,6 +338,11 @@ class BoostingTree:
             path.append(tokens[node])
             node = parents[node]
         return int(self.node_root[node]), tuple(reversed(path))
+
+
+def _bucket(size: int, minimum: int = 16) -> int:
+    """``size`` rounded up to a power of two (at least ``minimum``): the table sizes graphs are captured for."""
+    return max(minimum, 1 << (size - 1).bit_length())
 
 
 class _Trie:

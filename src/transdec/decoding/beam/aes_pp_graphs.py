@@ -10,6 +10,7 @@ the frames, or a graph per frame replayed from the host.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 
 import torch
 
@@ -34,5 +35,5 @@ def decode_with_graphs(model: DecodingModel, encoder_out: torch.Tensor, lengths:
     """Decode with captured AES++ frames in ``options.cuda_graphs`` (or the fastest mode that works, for
     ``"auto"``); None means "decode eagerly" (see :func:`transdec.decoding.cuda.search_graphs.decode_with_graphs`).
     ``fusions`` must be graph-safe (:mod:`transdec.decoding.scoring`)."""
-    return search_graphs.decode_with_graphs(NAME, lambda *inputs: _search(model, fusions, *inputs), model,
-                                            encoder_out, lengths, options, fusions)
+    return search_graphs.decode_with_graphs(NAME, partial(_search, model), model, encoder_out, lengths, options,
+                                            fusions)

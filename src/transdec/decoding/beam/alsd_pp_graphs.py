@@ -12,6 +12,7 @@ hypotheses' storage.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 
 import torch
 
@@ -32,8 +33,8 @@ class GraphedAlsd(search_graphs.GraphedSteps):
     def __init__(self, model: DecodingModel, batch_size: int, max_time: int, encoder_dim: int, dtype: torch.dtype,
                  device: torch.device, options: AlsdPlusOptions, mode: str = "step_graphs",
                  fusions: Sequence[Fusion] = ()) -> None:
-        super().__init__(lambda *inputs: _search(model, fusions, options, *inputs), batch_size, max_time,
-                         encoder_dim, dtype, device, mode)
+        super().__init__(lambda captured, *inputs: _search(model, captured, options, *inputs), batch_size, max_time,
+                         encoder_dim, dtype, device, mode, fusions)
 
 
 def _search(model: DecodingModel, fusions: Sequence[Fusion], options: AlsdPlusOptions, encoder_out: torch.Tensor,
@@ -50,5 +51,5 @@ def decode_with_graphs(model: DecodingModel, encoder_out: torch.Tensor, lengths:
     if options.max_symbols_per_frame is None:
         warn_fallback("ALSD++ CUDA graphs need a max_symbols_per_frame (it bounds the search's storage)")
         return None
-    return search_graphs.decode_with_graphs(NAME, lambda *inputs: _search(model, fusions, *inputs), model,
-                                            encoder_out, lengths, options, fusions)
+    return search_graphs.decode_with_graphs(NAME, partial(_search, model), model, encoder_out, lengths, options,
+                                            fusions)

@@ -13,6 +13,7 @@ other failure.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 
 import torch
 
@@ -41,5 +42,5 @@ def decode_with_graphs(model: DecodingModel, encoder_out: torch.Tensor, lengths:
     if options.max_symbols_per_frame is None:
         warn_fallback("WIND beam CUDA graphs need a max_symbols_per_frame (it bounds the search's storage)")
         return None
-    return search_graphs.decode_with_graphs(NAME, lambda *inputs: _search(model, fusions, *inputs), model,
-                                            encoder_out, lengths, options, fusions)
+    return search_graphs.decode_with_graphs(NAME, partial(_search, model), model, encoder_out, lengths, options,
+                                            fusions)

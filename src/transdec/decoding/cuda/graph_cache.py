@@ -14,10 +14,12 @@ import contextlib
 import gc
 import warnings
 import weakref
+from collections.abc import Sequence
 from typing import Any, Callable, Iterator, TypeVar
 
 import torch
 
+from transdec.decoding.scoring import Fusion
 from transdec.protocol import DecodingModel
 
 MIN_FRAME_BUCKET = 64
@@ -39,15 +41,40 @@ GRAPHS: weakref.WeakKeyDictionary[Any, dict[tuple, Any]] = weakref.WeakKeyDictio
 
 class GraphedSearch:
     """A search captured in CUDA graphs that read their input from fixed buffers: subclasses make ``encoder_out
-    [B, T, D]`` and ``lengths [B]``, a ``search`` with ``result()`` and ``_run``, which runs the graphs."""
+    [B, T, D]`` and ``lengths [B]``, a ``search`` with ``result()``, ``_run``, which runs the graphs, and the
+    fusions the graphs read (:meth:`capture_fusions`)."""
 
     encoder_out: torch.Tensor
     lengths: torch.Tensor
     search: Any
+    fusions: tuple[Fusion, ...] = ()
+    _loaded: list[Any]  # per fusion, the scorer whose values its buffer holds (None: not buffered)
     _run: Callable[[], None]
 
-    def decode(self, encoder_out: torch.Tensor, lengths: torch.Tensor) -> Any:
-        """Decode ``encoder_out [B, T, D]`` (``T`` at most the capacity) with ``lengths [B]``."""
+    def capture_fusions(self, fusions: Sequence[Fusion]) -> tuple[Fusion, ...]:
+        """The fusions the graphs capture (:attr:`fusions`): ``fusions`` with each scorer that has a ``graph_key``
+        replaced by its ``graph_buffer()``, loaded with its values; :meth:`decode` loads later scorers of the same
+        key into it."""
+        captured, self._loaded = [], []
+        for fusion in fusions:
+            if _buffered(fusion):
+                buffer = fusion.scorer.graph_buffer()
+                fusion.scorer.copy_to(buffer)
+                self._loaded.append(fusion.scorer)
+                fusion = Fusion(buffer, fusion.weight, fusion.token_bonus, fusion.blank_scoring)
+            else:
+                self._loaded.append(None)
+            captured.append(fusion)
+        self.fusions = tuple(captured)
+        return self.fusions
+
+    def decode(self, encoder_out: torch.Tensor, lengths: torch.Tensor, fusions: Sequence[Fusion] = ()) -> Any:
+        """Decode ``encoder_out [B, T, D]`` (``T`` at most the capacity) with ``lengths [B]`` and ``fusions``, of
+        the :func:`fusions_key` the graphs were captured for (empty: the scorers loaded last)."""
+        for number, fusion in enumerate(fusions):
+            if _buffered(fusion) and fusion.scorer != self._loaded[number]:
+                fusion.scorer.copy_to(self.fusions[number].scorer)
+                self._loaded[number] = fusion.scorer
         self._load(encoder_out, lengths)
         self._run()
         return self.search.result()
@@ -56,6 +83,19 @@ class GraphedSearch:
         # Frames past T keep an earlier batch's values; they lie past every length, so no decision reads them.
         self.encoder_out[:, : encoder_out.shape[1]].copy_(encoder_out)
         self.lengths.copy_(lengths)
+
+
+def _buffered(fusion: Fusion) -> bool:
+    return hasattr(fusion.scorer, "graph_key")
+
+
+def fusions_key(fusions: Sequence[Fusion]) -> tuple:
+    """What graphs captured with ``fusions`` depend on: each fusion itself, or for a scorer with ``graph_key()``,
+    ``graph_buffer()`` and ``copy_to(buffer)`` (a boosting tree: its tables are values a graph can read from
+    buffers, see :meth:`GraphedSearch.capture_fusions`) the fusion's weights and that key, so that a new scorer of
+    the same key reuses the graphs."""
+    return tuple((fusion.weight, fusion.token_bonus, fusion.blank_scoring, fusion.scorer.graph_key())
+                 if _buffered(fusion) else fusion for fusion in fusions)
 
 
 def capture_graph(steps: Callable[[], object], pool: Any, stream: torch.cuda.Stream, keep: bool) -> Any:

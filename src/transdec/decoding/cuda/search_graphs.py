@@ -32,8 +32,9 @@ from typing import Any
 import torch
 
 from transdec.decoding.cuda.conditional_graphs import ConditionalGraph, While
-from transdec.decoding.cuda.graph_cache import (FAILED_MODES, GraphedSearch, cached, capture_graph, failure_reason,
-                                                frame_bucket, mode_unavailable, no_garbage_collection, warn_fallback,
+from transdec.decoding.cuda.graph_cache import (FAILED_MODES, GraphedSearch, cached, capture_graph,
+                                                failure_reason, frame_bucket, fusions_key,
+                                                mode_unavailable, no_garbage_collection, warn_fallback,
                                                 weights_version)
 from transdec.decoding.options import GraphOptions
 from transdec.decoding.results import DecodingResult, Hypothesis
@@ -43,22 +44,23 @@ from transdec.protocol import DecodingModel
 #: Frames of the self-check batch that hold random values (its lengths lie in [0, SAMPLE_FRAMES]).
 SAMPLE_FRAMES = 32
 
-#: ``(encoder_out [B, T, D], lengths [B], in_place) -> search``: a search with ``start``, ``step``, ``run``,
-#: ``nbest`` and ``result``, whose in-place ``state.active_any`` is its loop condition.
-SearchMaker = Callable[[torch.Tensor, torch.Tensor, bool], Any]
-#: A :data:`SearchMaker` that takes the options first.
-OptionsSearchMaker = Callable[[Any, torch.Tensor, torch.Tensor, bool], Any]
+#: ``(fusions, encoder_out [B, T, D], lengths [B], in_place) -> search``: a search with ``start``, ``step``,
+#: ``run``, ``nbest`` and ``result``, whose in-place ``state.active_any`` is its loop condition.
+SearchMaker = Callable[[Sequence[Fusion], torch.Tensor, torch.Tensor, bool], Any]
+#: A :data:`SearchMaker` that takes the options after the fusions.
+OptionsSearchMaker = Callable[[Sequence[Fusion], Any, torch.Tensor, torch.Tensor, bool], Any]
 
 
 class GraphedSteps(GraphedSearch):
-    """The search ``make_search`` makes, for one batch size, frame capacity and dtype, captured as a start and a
-    step graph and run in ``mode`` (see the module docstring)."""
+    """The search ``make_search`` makes with ``fusions``, for one batch size, frame capacity and dtype, captured as a
+    start and a step graph and run in ``mode`` (see the module docstring)."""
 
     def __init__(self, make_search: SearchMaker, batch_size: int, max_time: int, encoder_dim: int,
-                 dtype: torch.dtype, device: torch.device, mode: str = "step_graphs") -> None:
+                 dtype: torch.dtype, device: torch.device, mode: str = "step_graphs",
+                 fusions: Sequence[Fusion] = ()) -> None:
         self.encoder_out = torch.zeros(batch_size, max_time, encoder_dim, dtype=dtype, device=device)
         self.lengths = torch.zeros(batch_size, dtype=torch.long, device=device)
-        self.search = make_search(self.encoder_out, self.lengths, True)
+        self.search = make_search(self.capture_fusions(fusions), self.encoder_out, self.lengths, True)
         # A small seeded batch with real decisions in it: decoded by the plain eager search it is what the graphs
         # must agree with; decoded by the in-place steps it warms every kernel up before capture, as PyTorch
         # requires. Frames past SAMPLE_FRAMES stay zero: no length reaches them.
@@ -69,7 +71,7 @@ class GraphedSteps(GraphedSearch):
             device, dtype)
         sample_lengths = torch.randint(0, random_frames + 1, (batch_size,), generator=generator).to(device)
         sample_lengths[0] = random_frames  # at least one utterance with steps to take
-        plain = make_search(sample, sample_lengths, False)
+        plain = make_search(self.fusions, sample, sample_lengths, False)
         plain.run()
         expected = _decisions(plain.nbest())
         stream = torch.cuda.Stream(device)
@@ -111,8 +113,9 @@ def decode_with_graphs(name: str, make_search: OptionsSearchMaker, model: Decodi
                        lengths: torch.Tensor, options: GraphOptions, fusions: Sequence[Fusion]) -> DecodingResult | None:
     """Decode with the captured steps of ``make_search``'s search (the strategy ``name``) in ``options.cuda_graphs``
     (or the fastest mode that works, for ``"auto"``); None means "decode eagerly": no mode could be used here (each
-    warned why) or the batch is empty. ``make_search`` is given the options and builds its scoring from
-    ``fusions``; both key the graphs. The fusions must be graph-safe (:mod:`transdec.decoding.scoring`), and the graphs keep them (and their
+    warned why) or the batch is empty. ``make_search`` is given the fusions the graphs capture (see
+    :meth:`~transdec.decoding.cuda.graph_cache.GraphedSearch.capture_fusions`) and the options; both key the graphs. The fusions
+    must be graph-safe (:mod:`transdec.decoding.scoring`), and the graphs keep them (and their
     scorers) alive with the model's other graphs."""
     batch_size, max_time, encoder_dim = encoder_out.shape
     if batch_size == 0 or max_time == 0:
@@ -125,13 +128,13 @@ def decode_with_graphs(name: str, make_search: OptionsSearchMaker, model: Decodi
         if reason is None:
             # The thread count does not change what is captured; the mode is in the key.
             graph_options = dataclasses.replace(options, cuda_graphs=mode, cpu_threads=None)
-            key = (name, batch_size, frames, encoder_dim, encoder_out.dtype, device, graph_options, tuple(fusions),
-                   weights_version(model))
+            key = (name, batch_size, frames, encoder_dim, encoder_out.dtype, device, graph_options,
+                   fusions_key(fusions), weights_version(model))
             try:
                 graphed = cached(model, key, lambda: GraphedSteps(
-                    partial(make_search, graph_options), batch_size, frames, encoder_dim, encoder_out.dtype, device,
-                    mode))
-                return graphed.decode(encoder_out, lengths)
+                    lambda captured, *inputs: make_search(captured, graph_options, *inputs), batch_size, frames,
+                    encoder_dim, encoder_out.dtype, device, mode, fusions))
+                return graphed.decode(encoder_out, lengths, fusions)
             except Exception as error:  # capture, replay or self-check refused: any such failure means "fall back"
                 reason = failure_reason(error)
                 FAILED_MODES[name, mode, device] = reason

@@ -32,8 +32,9 @@ import torch
 
 from transdec.decoding.cuda import greedy_kernels
 from transdec.decoding.cuda.conditional_graphs import ConditionalGraph, While
-from transdec.decoding.cuda.graph_cache import (FAILED_MODES, GraphedSearch, cached, capture_graph, failure_reason,
-                                                 frame_bucket, mode_unavailable, no_garbage_collection, warn_fallback,
+from transdec.decoding.cuda.graph_cache import (FAILED_MODES, GraphedSearch, cached, capture_graph,
+                                                 failure_reason, frame_bucket, fusions_key,
+                                                 mode_unavailable, no_garbage_collection, warn_fallback,
                                                  weights_version)
 from transdec.decoding.greedy.label_looping import LabelLoopingSearch
 from transdec.decoding.results import DecodingResult
@@ -63,7 +64,7 @@ class GraphedLabelLooping(GraphedSearch):
         self.device = device
         self.encoder_out = torch.zeros(batch_size, max_time, encoder_dim, dtype=dtype, device=device)
         self.lengths = torch.zeros(batch_size, dtype=torch.long, device=device)
-        scoring = Scoring(model.head, fusions)
+        scoring = Scoring(model.head, self.capture_fusions(fusions))
         self.search = LabelLoopingSearch(
             model, self.encoder_out, self.lengths, max_symbols_per_frame, window_size, in_place=True, fused=fused,
             compute_dtype=compute_dtype, scoring=scoring,
@@ -178,12 +179,12 @@ def decode_with_graphs(
             reason = FAILED_MODES.get(variant)
             if reason is None:
                 key = (candidate, fused, batch_size, frames, encoder_dim, encoder_out.dtype, compute_dtype, device,
-                       max_symbols_per_frame, window_size, tuple(fusions), weights_version(model))
+                       max_symbols_per_frame, window_size, fusions_key(fusions), weights_version(model))
                 try:
                     graphed = cached(model, key, lambda: GraphedLabelLooping(
                         model, batch_size, frames, encoder_dim, encoder_out.dtype, device, max_symbols_per_frame,
                         window_size, candidate, fused, compute_dtype, fusions))
-                    return graphed.decode(encoder_out, lengths)
+                    return graphed.decode(encoder_out, lengths, fusions)
                 except Exception as error:  # capture or graph building refused: any such failure means "fall back"
                     reason = failure_reason(error)
                     FAILED_MODES[variant] = reason
