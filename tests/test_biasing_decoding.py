@@ -308,3 +308,30 @@ def test_boosting_in_cuda_graphs_equals_cpu(kind):
                            cuda_graphs=mode, fusions=[gpu_boost]).nbest
         for got_list, expected_list in zip(got, expected):
             assert len(got_list) == len(expected_list) and all(same(a, b) for a, b in zip(got_list, expected_list))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_per_batch_trees_share_one_capture_on_cuda():
+    """Three batches, each with its own per-utterance tree of the same padded shapes: one graph set per decoder, and
+    each batch decoded with its own tree as on the CPU."""
+    from transdec.decoding.beam.alsd_pp_graphs import NAME as ALSD_GRAPHS
+    from transdec.decoding.cuda import graph_cache
+
+    model = model_for("tdt", "lstm", "label_heavy")
+    gpu_model = copy.deepcopy(model).to("cuda")
+    for seed in range(3):
+        frames, lengths = encoder_batch([24, 13, 7, 24], seed=seed)
+        boost, _, _, _ = boosted(model, frames, lengths, seed=seed)
+        gpu_boost = boost.to("cuda")
+        expected = greedy_label_looping(model, frames, lengths, max_symbols_per_frame=3, fusions=[boost]).hypotheses()
+        got = greedy_label_looping(gpu_model, frames.cuda(), lengths.cuda(), max_symbols_per_frame=3,
+                                   cuda_graphs="step_graphs", fusions=[gpu_boost]).hypotheses()
+        assert_same_hypotheses(got, expected)
+        expected = beam_alsd_pp(model, frames, lengths, max_symbols_per_frame=3, beam_size=4, nbest=3,
+                                fusions=[boost]).nbest
+        got = beam_alsd_pp(gpu_model, frames.cuda(), lengths.cuda(), max_symbols_per_frame=3, beam_size=4, nbest=3,
+                           cuda_graphs="step_graphs", fusions=[gpu_boost]).nbest
+        for got_list, expected_list in zip(got, expected):
+            assert len(got_list) == len(expected_list) and all(same(a, b) for a, b in zip(got_list, expected_list))
+    keys = list(graph_cache.GRAPHS[gpu_model])
+    assert len([key for key in keys if key[0] == ALSD_GRAPHS]) == 1 and len(keys) == 2
