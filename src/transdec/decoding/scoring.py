@@ -18,8 +18,11 @@ phrase left unfinished), and ``for_utterance(b)``, the scorer of utterance ``b``
 utterance at a time (:meth:`Scoring.for_utterance`: per-utterance phrase lists).
 
 A scorer whose class sets ``graph_safe = True`` promises that on CUDA tensors its methods only launch kernels of
-fixed shapes and read nothing back to the host; label-looping and ALSD++ then capture it in their CUDA graphs
-(:class:`~transdec.lm.NGramLM` does). Other scorers are run eagerly, and a graph mode asked for with them is an error.
+fixed shapes and read nothing back to the host; label-looping and the batched beam searches (ALSD++, AES++, WIND)
+then capture it in their CUDA graphs (:class:`~transdec.lm.NGramLM` and the boosting tree do). Other scorers are
+run eagerly, and a graph mode asked for with them is an error. A scorer whose values change between batches but
+whose shapes do not (a boosting tree made per batch) may also offer ``graph_key()``, ``graph_buffer()`` and
+``copy_to(buffer)``: graphs then read it from buffers (:func:`~transdec.decoding.cuda.graph_cache.fusions_key`).
 
 Fusion rules, with ``p`` the Transducer's label distribution, ``p_LM`` the scorer's over tokens and ``λ``
 the weight (beam-search paper, Sec. 2.3):

@@ -1,8 +1,9 @@
 """A batched beam search captured as CUDA graphs: its ``start`` and its ``step``, run in one of two modes.
 
 A search that runs in place (ALSD++'s :class:`~transdec.decoding.beam.alsd_pp.AlsdSearch`, AES++'s
-:class:`~transdec.decoding.beam.aes_pp.AesSearch`, each with ``in_place=True``) writes every update into tensors made
-once and keeps its loop condition on the device, in ``state.active_any``. Its ``start()`` and ``step()`` are
+:class:`~transdec.decoding.beam.aes_pp.AesSearch`, batched WIND beam's
+:class:`~transdec.decoding.beam.wind_batched.WindSearch`, each with ``in_place=True``) writes every update into
+tensors made once and keeps its loop condition on the device, in ``state.active_any``. Its ``start()`` and ``step()`` are
 captured as graphs and run
 
 ``"while_loops"``
@@ -14,7 +15,8 @@ captured as graphs and run
     Needs only PyTorch.
 
 ``"auto"`` tries them in that order. Graphs are made per batch size, frame bucket (``T`` rounded up to a power
-of two, at least 64), dtype, options, fusions (graph-safe ones) and predictor/joint weights, and kept with the
+of two, at least 64), dtype, options, fusions (graph-safe ones; a boosting tree by its padded shapes, see
+:func:`~transdec.decoding.cuda.graph_cache.fusions_key`) and predictor/joint weights, and kept with the
 model (:mod:`transdec.decoding.cuda.graph_cache`, shared by every decoder's graphs). Before a captured set is
 trusted it decodes a small seeded batch, which must give the n-best (tokens, timestamps, durations) that eager
 decoding gives; a mode whose capture or check fails is skipped with one
@@ -32,10 +34,9 @@ from typing import Any
 import torch
 
 from transdec.decoding.cuda.conditional_graphs import ConditionalGraph, While
-from transdec.decoding.cuda.graph_cache import (FAILED_MODES, GraphedSearch, cached, capture_graph,
-                                                failure_reason, frame_bucket, fusions_key,
-                                                mode_unavailable, no_garbage_collection, warn_fallback,
-                                                weights_version)
+from transdec.decoding.cuda.graph_cache import (FAILED_MODES, GraphedSearch, cached, capture_graph, failure_reason,
+                                                frame_bucket, fusions_key, mode_unavailable, no_garbage_collection,
+                                                warn_fallback, weights_version)
 from transdec.decoding.options import GraphOptions
 from transdec.decoding.results import DecodingResult, Hypothesis
 from transdec.decoding.scoring import Fusion
@@ -113,9 +114,9 @@ def decode_with_graphs(name: str, make_search: OptionsSearchMaker, model: Decodi
                        lengths: torch.Tensor, options: GraphOptions, fusions: Sequence[Fusion]) -> DecodingResult | None:
     """Decode with the captured steps of ``make_search``'s search (the strategy ``name``) in ``options.cuda_graphs``
     (or the fastest mode that works, for ``"auto"``); None means "decode eagerly": no mode could be used here (each
-    warned why) or the batch is empty. ``make_search`` is given the fusions the graphs capture (see
-    :meth:`~transdec.decoding.cuda.graph_cache.GraphedSearch.capture_fusions`) and the options; both key the graphs. The fusions
-    must be graph-safe (:mod:`transdec.decoding.scoring`), and the graphs keep them (and their
+    warned why) or the batch is empty. ``make_search`` is given the fusions the graphs capture
+    (:meth:`~transdec.decoding.cuda.graph_cache.GraphedSearch.capture_fusions`) and the options; both key the
+    graphs. The fusions must be graph-safe (:mod:`transdec.decoding.scoring`); the graphs keep them (and their
     scorers) alive with the model's other graphs."""
     batch_size, max_time, encoder_dim = encoder_out.shape
     if batch_size == 0 or max_time == 0:

@@ -32,10 +32,9 @@ import torch
 
 from transdec.decoding.cuda import greedy_kernels
 from transdec.decoding.cuda.conditional_graphs import ConditionalGraph, While
-from transdec.decoding.cuda.graph_cache import (FAILED_MODES, GraphedSearch, cached, capture_graph,
-                                                 failure_reason, frame_bucket, fusions_key,
-                                                 mode_unavailable, no_garbage_collection, warn_fallback,
-                                                 weights_version)
+from transdec.decoding.cuda.graph_cache import (FAILED_MODES, GraphedSearch, cached, capture_graph, failure_reason,
+                                                 frame_bucket, fusions_key, mode_unavailable, no_garbage_collection,
+                                                 warn_fallback, weights_version)
 from transdec.decoding.greedy.label_looping import LabelLoopingSearch
 from transdec.decoding.results import DecodingResult
 from transdec.decoding.scoring import Fusion, Scoring
