@@ -73,7 +73,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--encoder-dtype", default="bfloat16", choices=["bfloat16", "float32"])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--no-nemo", action="store_true")
-    parser.add_argument("--skip", default="", help="comma-separated parts to leave out: decoders, system, lm")
+    parser.add_argument("--skip", default="", help="comma-separated parts to leave out: decoders, frames (the AES++ "
+                        "and WIND beam rows), system, lm")
     parser.add_argument("--output", default=None, help="also write the tables (markdown) here")
     parser.add_argument("--device", default="cuda", help="cpu only checks that the script runs")
     parser.add_argument("--seed", type=int, default=0)
@@ -345,11 +346,10 @@ def main() -> None:
                     add(f"ALSD++ {mode}", transdec_runner(model, batches, DecodingConfig(
                         "beam_alsd_pp", cuda_graphs=mode, **beam)))
                 add("ALSD++ + LM", transdec_runner(model, batches, DecodingConfig("beam_alsd_pp", fusions=fusion, **beam)))
-                for mode in ("off", "step_graphs", "while_loops"):
+                for mode in ("off", "step_graphs", "while_loops") if "frames" not in skip else ():
                     add(f"AES++ {mode}", transdec_runner(model, batches, DecodingConfig(
                         "beam_aes_pp", cuda_graphs=mode, **beam)))
-                if kind == "rnnt":
-                    for mode in ("off", "step_graphs", "while_loops"):
+                    if kind == "rnnt":
                         add(f"WIND beam {mode}", transdec_runner(model, batches, DecodingConfig(
                             "beam_wind_batched", cuda_graphs=mode, window_size=8, **beam)))
                 add("greedy + boost", transdec_runner(model, batches, DecodingConfig(fusions=boost)))
