@@ -20,6 +20,7 @@ import io
 import itertools
 import json
 import math
+import random
 import tarfile
 from pathlib import Path
 from typing import Callable
@@ -31,7 +32,9 @@ import torch
 import yaml
 
 from arpa_fixtures import random_arpa, word
+from transdec.biasing import Boost, BoostingTree
 from transdec.cli import main
+from transdec.decoding import greedy_reference
 from transdec.lm import NGramLM
 from transdec.model.conformer import ConformerConfig
 from transdec.model.joint import JointNetwork, SimpleJoint
@@ -372,3 +375,36 @@ def random_loss_problem(head, frames, targets, seed=0):
 def sigma_of(head):
     """The sigma the loss tests train a head with: none for RNN-T."""
     return 0.0 if head.kind == "rnnt" else 0.05
+
+
+# --- Phrase boosting -------------------------------------------------------------------------------------------------
+
+def phrase_lists(tokens_per_utterance, num_tokens, seed, count=3):
+    """``count`` phrase lists made of pieces of the given token sequences (some with a token changed, so that
+    matches also fail) and random phrases, with per-phrase weights."""
+    rng = random.Random(seed)
+    pieces = [tokens for tokens in tokens_per_utterance if len(tokens) >= 2]
+    lists = []
+    for _ in range(count):
+        phrases = []
+        for _ in range(6):
+            if pieces and rng.random() < 0.7:
+                tokens = rng.choice(pieces)
+                start = rng.randrange(len(tokens) - 1)
+                phrase = list(tokens[start : start + rng.randint(2, 4)])
+                if rng.random() < 0.3:
+                    phrase[-1] = rng.randrange(num_tokens)
+            else:
+                phrase = [rng.randrange(num_tokens) for _ in range(rng.randint(1, 3))]
+            phrases.append((phrase, rng.choice([0.5, 1.0, 1.5])))
+        lists.append(phrases)
+    return lists
+
+
+def boosted(model, frames, lengths, weight=1.2, depth_scaling=0.5, seed=0):
+    """A Boost with a phrase list per utterance (three lists, shared round-robin), its tree, and the list indices."""
+    plain = greedy_reference(model, frames, lengths, max_symbols_per_frame=3).hypotheses()
+    lists = phrase_lists([h.tokens for h in plain], model.head.num_tokens, seed)
+    tree = BoostingTree.build(lists, model.head.num_tokens, depth_scaling, dtype=torch.float64)
+    index = [b % len(lists) for b in range(frames.shape[0])]
+    return Boost(tree.for_utterances(index), weight), tree, index, lists

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from arpa_fixtures import random_arpa
 from graph_fakes import replay_eagerly
-from helpers import HEADS, PREDICTORS, BigramScorer, encoder_batch, same
+from helpers import HEADS, PREDICTORS, BigramScorer, boosted, encoder_batch, same
 from helpers import model_for as shared_model_for
 from transdec.decoding import DecodingConfig, Fusion, decode
 from transdec.decoding.beam import aes_pp_graphs, wind_batched_graphs
@@ -130,6 +130,20 @@ def test_in_place_frames_with_fusions_equal_the_default_search(kind, tmp_path):
         options = dict(beam_size=4, nbest=3, pruning=pruning, merge="logsumexp")
         expected = beam_aes_pp(model, frames, lengths, fusions=fusions, **options)
         assert_same_result(in_place_result(model, frames, lengths, fusions, **options), expected)
+
+
+@pytest.mark.parametrize("search, options_class, kind", [(AesSearch, AesOptions, "tdt"), (AesSearch, AesOptions, "rnnt"),
+                                                          (WindSearch, WindBatchedOptions, "rnnt")])
+def test_in_place_steps_with_per_utterance_boosting_equal_the_default_search(search, options_class, kind):
+    """A boosting view (a phrase list per utterance) and its final bonus, in place as by default."""
+    model = model_for(kind, "lstm")
+    frames, lengths = encoder_batch([24, 13, 7, 0, 19], seed=8)
+    boost, _, _, _ = boosted(model, frames, lengths, seed=2)
+    options = dict(beam_size=4, nbest=3, max_symbols_per_frame=3)
+    default = search(model, frames, lengths, options_class(**options), Scoring(model.head, [boost]))
+    default.run()
+    assert_same_result(in_place_result(model, frames, lengths, [boost], search=search, options_class=options_class,
+                                       **options), default.result())
 
 
 def test_in_place_search_reuses_its_tensors_for_new_inputs():

@@ -5,14 +5,14 @@ phrase."""
 import collections
 import copy
 import math
-import random
 
 import pytest
 import torch
 
 from arpa_fixtures import random_arpa
 from brute_force import all_paths, best_path, sequence_scores
-from helpers import HEADS, TINY_HEADS, assert_same_hypotheses, encoder_batch, model_for, same, tiny_problem
+from helpers import (HEADS, TINY_HEADS, assert_same_hypotheses, boosted, encoder_batch, model_for, same,
+                     tiny_problem)
 from transdec.biasing import Boost, BoostingTree
 from transdec.biasing.reference import ReferenceBoosting
 from transdec.decoding import (DecodingConfig, Fusion, Scoring, decode, greedy_frame_looping, greedy_label_looping,
@@ -27,37 +27,6 @@ from transdec.decoding.beam.wind_batched import beam_wind_batched
 from transdec.lm import NGramLM
 
 LENGTHS = [0, 1, 24, 13, 7, 24, 5, 19]
-
-
-def phrase_lists(tokens_per_utterance, num_tokens, seed, count=3):
-    """``count`` phrase lists made of pieces of the given token sequences (some with a token changed, so that
-    matches also fail) and random phrases, with per-phrase weights."""
-    rng = random.Random(seed)
-    pieces = [tokens for tokens in tokens_per_utterance if len(tokens) >= 2]
-    lists = []
-    for _ in range(count):
-        phrases = []
-        for _ in range(6):
-            if pieces and rng.random() < 0.7:
-                tokens = rng.choice(pieces)
-                start = rng.randrange(len(tokens) - 1)
-                phrase = list(tokens[start : start + rng.randint(2, 4)])
-                if rng.random() < 0.3:
-                    phrase[-1] = rng.randrange(num_tokens)
-            else:
-                phrase = [rng.randrange(num_tokens) for _ in range(rng.randint(1, 3))]
-            phrases.append((phrase, rng.choice([0.5, 1.0, 1.5])))
-        lists.append(phrases)
-    return lists
-
-
-def boosted(model, frames, lengths, weight=1.2, depth_scaling=0.5, seed=0):
-    """A Boost with a phrase list per utterance (three lists, shared round-robin), its tree, and the list indices."""
-    plain = greedy_reference(model, frames, lengths, max_symbols_per_frame=3).hypotheses()
-    lists = phrase_lists([h.tokens for h in plain], model.head.num_tokens, seed)
-    tree = BoostingTree.build(lists, model.head.num_tokens, depth_scaling, dtype=torch.float64)
-    index = [b % len(lists) for b in range(frames.shape[0])]
-    return Boost(tree.for_utterances(index), weight), tree, index, lists
 
 
 @pytest.fixture(scope="module")
