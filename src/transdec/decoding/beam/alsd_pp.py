@@ -38,6 +38,7 @@ import torch
 from transdec.decoding.beam_hyps import BatchedBeamHyps, merge_equal, pairwise_equal, step_rows
 from transdec.decoding.emissions import lookup_tables, tdt_advance
 from transdec.decoding.cuda.in_place import copy_of, set_state
+from transdec.decoding.cuda.search_graphs import graphed_result
 from transdec.decoding.inputs import checked_lengths
 from transdec.decoding.options import GraphOptions, PruningOptions
 from transdec.decoding.registry import takes_options
@@ -65,15 +66,9 @@ def beam_alsd_pp(model: DecodingModel, encoder_out: torch.Tensor, lengths: torch
     ``graph_safe`` (the n-gram LM): with any other ``"auto"`` means ``"off"`` and a graph mode is a ValueError."""
     lengths = checked_lengths(encoder_out, lengths)
     scoring = Scoring(model.head, fusions)
-    if not scoring.graph_safe and options.cuda_graphs not in ("auto", "off"):
-        raise ValueError(f"cuda_graphs={options.cuda_graphs!r} takes only graph-safe fusions (such as the n-gram LM); "
-                         "use 'auto' or 'off'")
-    if encoder_out.device.type == "cuda" and options.cuda_graphs != "off" and scoring.graph_safe:
-        from transdec.decoding.beam.alsd_pp_graphs import decode_with_graphs
-
-        result = decode_with_graphs(model, encoder_out, lengths, options, scoring.fusions)
-        if result is not None:
-            return result
+    result = graphed_result("transdec.decoding.beam.alsd_pp_graphs", model, encoder_out, lengths, options, scoring)
+    if result is not None:
+        return result
     search = AlsdSearch(model, encoder_out, lengths, options, scoring)
     search.run()
     return search.result()

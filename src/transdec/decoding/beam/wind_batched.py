@@ -28,6 +28,7 @@ from transdec.decoding.beam_hyps import (BatchedBeamHyps, extended_hashes, live_
                                          pairwise_equal, ranks_ahead, same_sequences, step_rows)
 from transdec.decoding.beam.wind import WindBeamOptions
 from transdec.decoding.cuda.in_place import copy_of, set_state
+from transdec.decoding.cuda.search_graphs import graphed_result
 from transdec.decoding.inputs import check_rnnt_head, checked_lengths
 from transdec.decoding.options import GraphOptions
 from transdec.decoding.registry import takes_options
@@ -56,15 +57,9 @@ def beam_wind_batched(model: DecodingModel, encoder_out: torch.Tensor, lengths: 
     check_rnnt_head(model.head, "beam_wind_batched")
     lengths = checked_lengths(encoder_out, lengths)
     scoring = Scoring(model.head, fusions)
-    if not scoring.graph_safe and options.cuda_graphs not in ("auto", "off"):
-        raise ValueError(f"cuda_graphs={options.cuda_graphs!r} takes only graph-safe fusions (such as the n-gram LM); "
-                         "use 'auto' or 'off'")
-    if encoder_out.device.type == "cuda" and options.cuda_graphs != "off" and scoring.graph_safe:
-        from transdec.decoding.beam.wind_batched_graphs import decode_with_graphs
-
-        result = decode_with_graphs(model, encoder_out, lengths, options, scoring.fusions)
-        if result is not None:
-            return result
+    result = graphed_result("transdec.decoding.beam.wind_batched_graphs", model, encoder_out, lengths, options, scoring)
+    if result is not None:
+        return result
     search = WindSearch(model, encoder_out, lengths, options, scoring)
     search.run()
     return search.result()
