@@ -40,15 +40,16 @@ from typing import Any
 
 import torch
 
+from transdec.decoding.beam.batched_search import BatchedBeamSearch
 from transdec.decoding.beam_hyps import (BatchedBeamHyps, extended_hashes, live_entries, merge_equal,
                                          pairwise_equal, same_sequences, step_rows)
-from transdec.decoding.cuda.in_place import copy_of, set_state
+from transdec.decoding.cuda.in_place import set_state
 from transdec.decoding.cuda.search_graphs import graphed_result
 from transdec.decoding.emissions import lookup_tables, tdt_advance
 from transdec.decoding.inputs import checked_lengths
 from transdec.decoding.options import ExpansionOptions, GraphOptions, PruningOptions
 from transdec.decoding.registry import takes_options
-from transdec.decoding.results import DecodingResult, DecodingStats, Hypothesis
+from transdec.decoding.results import DecodingResult, DecodingStats
 from transdec.decoding.scoring import Fusion, LabelScores, Scoring, ScorerState
 from transdec.protocol import DecodingModel, HeadSpec, PredictorState
 
@@ -174,7 +175,7 @@ class AesState:
     active_any: torch.Tensor | None = None  # [] bool, in place only: the loop condition (frames left to search)
 
 
-class AesSearch:
+class AesSearch(BatchedBeamSearch):
     """One batched AES++ search: :meth:`step` searches one frame, :meth:`run` all of them, and :attr:`state`
     (:class:`AesState`) holds everything the frames carry.
 
@@ -210,32 +211,18 @@ class AesSearch:
         the start symbol: a new :attr:`state`, or with ``in_place`` after the first call, the same one written over.
         The constructor calls it; call it again (in place) after writing new inputs."""
         batch_size, beam = self.slots.shape
-        device, dtype = self.encoder_out.device, self.encoder_out.dtype
+        device = self.encoder_out.device
         flat = batch_size * beam
         start = torch.full((flat,), self.head.predictor_blank_id, dtype=torch.long, device=device)
         out, predictor_state = self.predictor.step(start, self.predictor.initial_state(flat))
         initial = {"encoder_proj": self.joint.project_encoder(self.encoder_out),  # [B, T, J]
                    "predictor_state": predictor_state, "predictor_proj": self.joint.project_predictor(out),
                    "scorer_state": self.scoring.initial_state(flat, device)}
-        if not self.in_place:
-            self.state = AesState(BatchedBeamHyps(batch_size, beam, device, dtype), **initial, frame=0,
-                                  stats=DecodingStats(predictor_calls=1))
-            return
-        if self.state is None:
-            capacity = max(self.max_time * (self.steps + 1), 1)
-            self.state = AesState(BatchedBeamHyps(batch_size, beam, device, dtype, fixed_capacity=capacity),
-                                  **{name: copy_of(value) for name, value in initial.items()},
-                                  frame=torch.zeros((), dtype=torch.long, device=device),
-                                  calls=torch.zeros(2, dtype=torch.long, device=device),
-                                  active_any=torch.zeros((), dtype=torch.bool, device=device))
-        else:
-            self.state.hyps.reset()
-            for name, value in initial.items():
-                self._set(name, value)
+        self._start_state(AesState, (batch_size, beam), max(self.max_time * (self.steps + 1), 1), initial,
+                          eager={"frame": 0}, in_place={"frame": torch.zeros((), dtype=torch.long, device=device)})
+        if self.in_place:
             self.state.frame.zero_()
-        self.state.calls.zero_()
-        self.state.calls[0].fill_(1)
-        self.state.active_any.copy_((self.lengths > 0).any())
+            self.state.active_any.copy_((self.lengths > 0).any())
 
     def run(self) -> None:
         """Search every frame (in place: from the state :meth:`start` left)."""
@@ -441,22 +428,3 @@ class AesSearch:
         same = (same_sequences(pool.hashes, pool.lengths, pool.last_tokens) & same_place
                 & alive.unsqueeze(2) & alive.unsqueeze(1))  # [B, P, P]
         pool.scores, pool.am_scores = merge_equal(same, pool.scores, pool.am_scores, self.options.merge)
-
-    def nbest(self) -> list[list[Hypothesis]]:
-        """Each utterance's ``nbest`` best hypotheses, best first, ranked with the fusions' final bonus."""
-        hyps = self.state.hyps
-        bonus = self.scoring.final_bonus(self.state.scorer_state)  # one row per slot, as the scores
-        if isinstance(bonus, torch.Tensor):
-            bonus = bonus.view_as(hyps.scores)
-        return hyps.best(self.options.nbest, self.options.length_norm, bonus)
-
-    def decoding_stats(self) -> DecodingStats:
-        """Predictor and joint calls so far (in place: one read of the device counts)."""
-        if not self.in_place:
-            return self.state.stats
-        predictor_calls, joint_calls = self.state.calls.tolist()
-        return DecodingStats(predictor_calls=predictor_calls, joint_calls=joint_calls)
-
-    def result(self) -> DecodingResult:
-        return DecodingResult.from_nbest(self.nbest(), self.decoding_stats(), self.encoder_out.device,
-                                         self.encoder_out.dtype)

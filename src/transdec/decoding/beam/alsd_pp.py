@@ -35,9 +35,10 @@ from typing import Any
 
 import torch
 
+from transdec.decoding.beam.batched_search import BatchedBeamSearch
 from transdec.decoding.beam_hyps import BatchedBeamHyps, merge_equal, pairwise_equal, step_rows
 from transdec.decoding.emissions import lookup_tables, tdt_advance
-from transdec.decoding.cuda.in_place import copy_of, set_state
+from transdec.decoding.cuda.in_place import set_state
 from transdec.decoding.cuda.search_graphs import graphed_result
 from transdec.decoding.inputs import checked_lengths
 from transdec.decoding.options import GraphOptions, PruningOptions
@@ -281,7 +282,7 @@ class AlsdSteps:
         set_state(self.state, name, value, self.in_place)
 
 
-class AlsdSearch(AlsdSteps):
+class AlsdSearch(AlsdSteps, BatchedBeamSearch):
     """One batched search; :meth:`step` runs one search step, :meth:`run` all of them, and :attr:`state`
     (:class:`AlsdState`) holds everything the steps carry.
 
@@ -308,10 +309,9 @@ class AlsdSearch(AlsdSteps):
         self.encoder_out = encoder_out
         self.max_time = encoder_out.shape[1]
         self.lengths = lengths.unsqueeze(1)  # [B, 1], a view: new lengths written into `lengths` reach it
-        if in_place:
-            if options.max_symbols_per_frame is None:
-                raise ValueError("an in-place ALSD++ search needs a max_symbols_per_frame to bound its steps")
-            self.capacity = max(self.max_time * (options.max_symbols_per_frame + 1), 1)
+        if in_place and options.max_symbols_per_frame is None:
+            raise ValueError("an in-place ALSD++ search needs a max_symbols_per_frame to bound its steps")
+        self.capacity = max(self.max_time * ((options.max_symbols_per_frame or 0) + 1), 1)  # in place only
         self.start()
 
     def start(self) -> None:
@@ -327,30 +327,9 @@ class AlsdSearch(AlsdSteps):
         scorer_state = self.scoring.initial_state(flat, device)
         initial = {"encoder_proj": encoder_proj, "predictor_state": predictor_state, "predictor_proj": predictor_proj,
                    "scorer_state": scorer_state, "context": self.scoring.context(scorer_state)}
-        if self.state is None or not self.in_place:
-            self.state = self._new_state(initial)
-        else:
-            self.state.hyps.reset()
-            for name, value in initial.items():
-                self._set(name, value)
+        self._start_state(AlsdState, (self.rows.shape[0], self.options.beam_size), self.capacity, initial)
         if self.in_place:
-            self.state.calls.zero_()
-            self.state.calls[0].fill_(1)
             self._update_active_any()
-        else:
-            self.state.stats.predictor_calls += 1
-
-    def _new_state(self, initial: dict[str, Any]) -> AlsdState:
-        """The state :meth:`start` makes from its ``initial`` fields; with ``in_place``, on copies of them (no two
-        fields share memory), the counters and loop condition on the device and fixed-capacity hypotheses."""
-        batch_size, beam = self.rows.shape[0], self.options.beam_size
-        device, dtype = self.encoder_out.device, self.encoder_out.dtype
-        if not self.in_place:
-            return AlsdState(BatchedBeamHyps(batch_size, beam, device, dtype), **initial, stats=DecodingStats())
-        return AlsdState(BatchedBeamHyps(batch_size, beam, device, dtype, fixed_capacity=self.capacity),
-                         **{name: copy_of(value) for name, value in initial.items()},
-                         calls=torch.zeros(2, dtype=torch.long, device=device),
-                         active_any=torch.zeros((), dtype=torch.bool, device=device))
 
     def run(self) -> None:
         """Step until every hypothesis is finished (in place: from the state :meth:`start` left)."""
@@ -380,21 +359,3 @@ class AlsdSearch(AlsdSteps):
         hyps = self.state.hyps
         self.state.active_any.copy_(((hyps.time < self.lengths) & (hyps.scores > -torch.inf)).any())
 
-    def nbest(self) -> list[list]:
-        """Each utterance's ``nbest`` best hypotheses, best first, ranked with the fusions' final bonus."""
-        hyps = self.state.hyps
-        bonus = self.scoring.final_bonus(self.state.scorer_state)  # one row per slot, as the scores
-        if isinstance(bonus, torch.Tensor):
-            bonus = bonus.view_as(hyps.scores)
-        return hyps.best(self.options.nbest, self.options.length_norm, bonus)
-
-    def decoding_stats(self) -> DecodingStats:
-        """Predictor and joint calls so far (in place: one read of the device counts)."""
-        if not self.in_place:
-            return self.state.stats
-        predictor_calls, joint_calls = self.state.calls.tolist()
-        return DecodingStats(predictor_calls=predictor_calls, joint_calls=joint_calls)
-
-    def result(self) -> DecodingResult:
-        return DecodingResult.from_nbest(self.nbest(), self.decoding_stats(), self.encoder_out.device,
-                                         self.encoder_out.dtype)

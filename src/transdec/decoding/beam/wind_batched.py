@@ -24,15 +24,16 @@ from typing import Any
 
 import torch
 
+from transdec.decoding.beam.batched_search import BatchedBeamSearch
 from transdec.decoding.beam_hyps import (BatchedBeamHyps, extended_hashes, live_entries, merge_equal,
                                          pairwise_equal, ranks_ahead, same_sequences, step_rows)
 from transdec.decoding.beam.wind import WindBeamOptions
-from transdec.decoding.cuda.in_place import copy_of, set_state
+from transdec.decoding.cuda.in_place import set_state
 from transdec.decoding.cuda.search_graphs import graphed_result
 from transdec.decoding.inputs import check_rnnt_head, checked_lengths
 from transdec.decoding.options import GraphOptions
 from transdec.decoding.registry import takes_options
-from transdec.decoding.results import DecodingResult, DecodingStats, Hypothesis
+from transdec.decoding.results import DecodingResult, DecodingStats
 from transdec.decoding.scoring import Fusion, Scoring, ScorerState
 from transdec.protocol import DecodingModel, PredictorState
 
@@ -95,7 +96,7 @@ class WindBeamState:
     active_any: torch.Tensor | None = None  # [] bool, in place only: the loop condition (a hypothesis waits)
 
 
-class WindSearch:
+class WindSearch(BatchedBeamSearch):
     """One batched WIND beam search: :meth:`step` runs one round, :meth:`run` all of them, and :attr:`state`
     (:class:`WindBeamState`) holds everything the rounds carry.
 
@@ -132,7 +133,7 @@ class WindSearch:
         the start symbol: a new :attr:`state`, or with ``in_place`` after the first call, the same one written over.
         The constructor calls it; call it again (in place) after writing new inputs."""
         batch_size, size = self.slots.shape
-        device, dtype = self.encoder_out.device, self.encoder_out.dtype
+        device = self.encoder_out.device
         flat = batch_size * size
         start = torch.full((flat,), self.head.predictor_blank_id, dtype=torch.long, device=device)
         out, predictor_state = self.predictor.step(start, self.predictor.initial_state(flat))
@@ -140,23 +141,10 @@ class WindSearch:
                    "pending": torch.full((batch_size, size), -1, dtype=torch.long, device=device),
                    "predictor_state": predictor_state, "predictor_proj": self.joint.project_predictor(out),
                    "scorer_state": self.scoring.initial_state(flat, device)}
-        if not self.in_place:
-            self.state = WindBeamState(BatchedBeamHyps(batch_size, size, device, dtype), **initial,
-                                       stats=DecodingStats(predictor_calls=1))
-            return
-        if self.state is None:
-            capacity = max(self.max_time * (self.options.max_symbols_per_frame + 1), 1)
-            self.state = WindBeamState(BatchedBeamHyps(batch_size, size, device, dtype, fixed_capacity=capacity),
-                                       **{name: copy_of(value) for name, value in initial.items()},
-                                       calls=torch.zeros(2, dtype=torch.long, device=device),
-                                       active_any=torch.zeros((), dtype=torch.bool, device=device))
-        else:
-            self.state.hyps.reset()
-            for name, value in initial.items():
-                self._set(name, value)
-        self.state.calls.zero_()
-        self.state.calls[0].fill_(1)
-        self._update_active_any()
+        capacity = max(self.max_time * ((self.options.max_symbols_per_frame or 0) + 1), 1)  # in place only
+        self._start_state(WindBeamState, (batch_size, size), capacity, initial)
+        if self.in_place:
+            self._update_active_any()
 
     def run(self) -> None:
         """Run rounds until every hypothesis is finished (in place: from the state :meth:`start` left)."""
@@ -353,23 +341,3 @@ class WindSearch:
 
     def _set(self, name: str, value: Any) -> None:
         set_state(self.state, name, value, self.in_place)
-
-    def nbest(self) -> list[list[Hypothesis]]:
-        """Each utterance's ``nbest`` best finished hypotheses, best first, ranked with the fusions' final bonus (a
-        finished hypothesis has no pending token: its fusion state is up to date)."""
-        hyps = self.state.hyps
-        bonus = self.scoring.final_bonus(self.state.scorer_state)  # one row per slot, as the scores
-        if isinstance(bonus, torch.Tensor):
-            bonus = bonus.view_as(hyps.scores)
-        return hyps.best(self.options.nbest, self.options.length_norm, bonus)
-
-    def decoding_stats(self) -> DecodingStats:
-        """Predictor and joint calls so far (in place: one read of the device counts)."""
-        if not self.in_place:
-            return self.state.stats
-        predictor_calls, joint_calls = self.state.calls.tolist()
-        return DecodingStats(predictor_calls=predictor_calls, joint_calls=joint_calls)
-
-    def result(self) -> DecodingResult:
-        return DecodingResult.from_nbest(self.nbest(), self.decoding_stats(), self.encoder_out.device,
-                                         self.encoder_out.dtype)
