@@ -36,10 +36,13 @@ import greedy as greedy_bench  # noqa: E402  (the parakeet-sized random decoder)
 
 from transdec.decoding import DecodingConfig, decode  # noqa: E402
 
-#: transdec columns: name -> (cuda_graphs mode, fused kernels of transdec.decoding.cuda.greedy_kernels, compute dtype).
-MODES = {"off": ("off", False, None), "step_graphs": ("step_graphs", True, None),
-         "while_loops, plain": ("while_loops", False, None), "while_loops": ("while_loops", True, None),
-         "while_loops, bf16": ("while_loops", True, torch.bfloat16)}
+#: transdec columns: name -> (cuda_graphs mode, fused kernels of transdec.decoding.cuda.greedy_kernels, the joint
+#: kernel of transdec.decoding.cuda.joint_kernel, compute dtype).
+MODES = {"off": ("off", False, False, None), "step_graphs": ("step_graphs", True, True, None),
+         "while_loops, plain": ("while_loops", False, False, None),
+         "while_loops, PyTorch joint": ("while_loops", True, False, None),
+         "while_loops": ("while_loops", True, True, None),
+         "while_loops, bf16": ("while_loops", True, True, torch.bfloat16)}
 #: ALSD++ columns: name -> cuda_graphs mode.
 BEAM_MODES = ("off", "step_graphs", "while_loops")
 
@@ -74,13 +77,14 @@ def synchronized(step: Callable[[], object]) -> Callable[[], float]:
     return timed
 
 
-def transdec_runner(model, batches, config: DecodingConfig, fused: bool = True):
+def transdec_runner(model, batches, config: DecodingConfig, fused: bool = True, joint_kernel: bool = True):
     """Decodes every batch; returns the token lists (the last pass's) through ``outputs``."""
     outputs: list[list[int]] = []
 
     def run() -> None:
         outputs.clear()
         os.environ["TRANSDEC_GREEDY_KERNELS"] = "1" if fused else "0"
+        os.environ["TRANSDEC_JOINT_KERNEL"] = "1" if joint_kernel else "0"
         for frames, lengths in batches:
             outputs.extend(h.tokens for h in decode(model, frames, lengths, config).hypotheses())
 
@@ -197,9 +201,9 @@ def main() -> None:
             seconds_of_audio = sum(lengths) * greedy_bench.FRAME_SECONDS
             batches = [(f.to(device), n.to(device)) for f, n in greedy_bench.make_batches(lengths, batch_size, args.seed)]
             runners, outputs = {}, {}
-            for name, (mode, fused, dtype) in MODES.items():
+            for name, (mode, fused, joint, dtype) in MODES.items():
                 config = DecodingConfig(cuda_graphs=mode, compute_dtype=dtype)
-                runners[name], outputs[name] = transdec_runner(model, batches, config, fused)
+                runners[name], outputs[name] = transdec_runner(model, batches, config, fused, joint)
             if with_nemo:
                 for name, graphs in (("nemo_graphs", True), ("nemo", False)):
                     runners[name], outputs[name] = nemo_runner(nemo, model, graphs, batches)
@@ -214,7 +218,7 @@ def main() -> None:
             eager = outputs["off"]
             agree = [f"{name} {sum(a == b for a, b in zip(outputs[name], eager))}/{len(eager)}"
                      for name in outputs if name != "off"]
-            best = max(rtfx[m] for m, (_, _, dtype) in MODES.items() if dtype is None)
+            best = max(rtfx[m] for m, (*_, dtype) in MODES.items() if dtype is None)
             cell = lambda name: f"{rtfx[name]:,.0f}" if name in rtfx else "-"  # noqa: E731
             ratio = f"**{best / rtfx['nemo_graphs']:.2f}x**" if "nemo_graphs" in rtfx else "-"
             rows.append(f"| {kind} | {batch_size} | {cell('nemo_graphs')} | {cell('nemo')} | "

@@ -17,7 +17,8 @@ dropped), then ``--repeats`` times in turn, the median reported:
 
 * decoder only: transdec greedy label-looping (CUDA graphs), greedy with the LM, ALSD++ (``beam_alsd_pp``,
   ``--beam-size``, ``merge="logsumexp"`` as NeMo merges) with ``cuda_graphs`` off / step_graphs / while_loops,
-  ALSD++ with the LM; NeMo 3.0.0's label-looping greedy and ``malsd_batch`` beam search with CUDA graphs, without
+  ALSD++ with the LM; greedy and ALSD++ while_loops with the joint as PyTorch operations instead of its kernel
+  (``transdec.decoding.cuda.joint_kernel``); NeMo 3.0.0's label-looping greedy and ``malsd_batch`` beam search with CUDA graphs, without
   and with its NGPU-LM on the same ARPA file, on the same weights (``bench/nemo_greedy.py``), when NeMo imports;
 * decoder only: AES++ (``beam_aes_pp``, the same beam and merge, its default expansion) and, on RNN-T, batched
   WIND beam search (``beam_wind_batched``, window 8) in each graph mode;
@@ -152,12 +153,14 @@ def calibrated_decoder(head, probe: list[tuple[torch.Tensor, torch.Tensor]], tar
 
 # ------------------------------------------------------------------------------------------------ runners
 
-def transdec_runner(model, batches, config: DecodingConfig):
-    """Decodes every batch; the best tokens of the last pass land in ``outputs``."""
+def transdec_runner(model, batches, config: DecodingConfig, joint_kernel: bool = True):
+    """Decodes every batch; the best tokens of the last pass land in ``outputs``. ``joint_kernel=False``: the
+    graphs compute the joint with PyTorch operations instead of ``transdec.decoding.cuda.joint_kernel``."""
     outputs: list[list[int]] = []
 
     def run() -> None:
         outputs.clear()
+        os.environ["TRANSDEC_JOINT_KERNEL"] = "1" if joint_kernel else "0"
         for frames, lengths in batches:
             outputs.extend(h.tokens for h in decode(model, frames, lengths, config).hypotheses())
 
@@ -341,10 +344,13 @@ def main() -> None:
             beam = dict(beam_size=args.beam_size, merge="logsumexp")  # NeMo's malsd recombines by log-sum-exp
             if "decoders" not in skip:
                 add("greedy", transdec_runner(model, batches, DecodingConfig()))
+                add("greedy, PyTorch joint", transdec_runner(model, batches, DecodingConfig(), joint_kernel=False))
                 add("greedy + LM", transdec_runner(model, batches, DecodingConfig(fusions=fusion)))
                 for mode in ("off", "step_graphs", "while_loops"):
                     add(f"ALSD++ {mode}", transdec_runner(model, batches, DecodingConfig(
                         "beam_alsd_pp", cuda_graphs=mode, **beam)))
+                add("ALSD++ while_loops, PyTorch joint", transdec_runner(model, batches, DecodingConfig(
+                    "beam_alsd_pp", cuda_graphs="while_loops", **beam), joint_kernel=False))
                 add("ALSD++ + LM", transdec_runner(model, batches, DecodingConfig("beam_alsd_pp", fusions=fusion, **beam)))
                 for mode in ("off", "step_graphs", "while_loops") if "frames" not in skip else ():
                     add(f"AES++ {mode}", transdec_runner(model, batches, DecodingConfig(

@@ -35,9 +35,9 @@ for stage in "${stages[@]}"; do
                 -k "not fused_kernels_equal_reference" tests/test_label_looping_graphs.py tests/test_compute_dtype.py \
                 tests/test_beam_cuda.py \
                 2>&1 | tee "$OUT/tests.txt"
-            # the CUDA tests of phrase boosting (in the graphs too) and of the streaming decoders and recognizer
+            # the CUDA tests of phrase boosting (in the graphs too), the streaming decoders and recognizer, the joint kernel
             timeout "${TESTS_SECONDS:-300}" python3 -m pytest -q -rfE -p no:cacheprovider --maxfail=10 -k cuda \
-                tests/test_biasing_tree.py tests/test_biasing_decoding.py tests/test_streaming_greedy.py \
+                tests/test_biasing_tree.py tests/test_biasing_decoding.py tests/test_streaming_greedy.py tests/test_joint_kernel.py \
                 tests/test_streaming_beam.py tests/test_streaming_recognizer.py \
                 2>&1 | tee -a "$OUT/tests.txt" ;;
         beam)  # beam search beside greedy and NeMo, decoder only and whole system; the LM's scoring kernel

@@ -90,6 +90,7 @@ def test_graph_modes_are_ignored_on_the_cpu():
 
 FUSED_CHECK = textwrap.dedent("""
     import itertools
+    import os
     from helpers import HEADS, assert_same_hypotheses, encoder_batch, model_for
     from transdec.decoding import greedy_reference
     from transdec.decoding.greedy.label_looping import LabelLoopingSearch
@@ -99,6 +100,8 @@ FUSED_CHECK = textwrap.dedent("""
     for kind, predictor, window in itertools.product(HEADS, ["lstm", "stateless"], [1, 4]):
         model = model_for(kind, predictor, "label_heavy")
         for seed, lengths in enumerate([[0, 1, 24, 0, 1, 13, 7, 24], [9]]):
+            # The first batch with the joint kernel (joint_kernel), the second with PyTorch's joint.
+            os.environ["TRANSDEC_JOINT_KERNEL"] = str(1 - seed)
             frames, lengths_tensor = encoder_batch(lengths, seed)
             expected = greedy_reference(model, frames, lengths_tensor, max_symbols_per_frame=3).hypotheses()
             search = LabelLoopingSearch(model, frames, lengths_tensor, 3, window, in_place=True, fused=True)
@@ -110,8 +113,8 @@ FUSED_CHECK = textwrap.dedent("""
 
 
 def test_fused_kernels_equal_reference():
-    """The Triton kernels of greedy_kernels, through Triton's interpreter (set before Triton's first import,
-    hence a child process)."""
+    """The Triton kernels of greedy_kernels and joint_kernel, through Triton's interpreter (set before Triton's
+    first import, hence a child process)."""
     pytest.importorskip("triton")
     tests = os.path.dirname(__file__)
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": os.pathsep.join([tests, os.environ.get("PYTHONPATH", "")])}

@@ -179,6 +179,32 @@ class Joint(Protocol):
         ...
 
 
+@dataclass(frozen=True, eq=False)
+class JointOutputLayer:
+    """What a joint of the form ``combine(f, g) = activation(f + g) @ weight.T + bias`` is made of.
+
+    Attributes:
+        activation: ``"relu"``, ``"tanh"`` or ``"sigmoid"``.
+        weight: ``[C, J]``, the output layer's weight (the joint's own tensor, not a copy).
+        bias: ``[C]`` or None.
+    """
+
+    activation: str
+    weight: torch.Tensor
+    bias: torch.Tensor | None
+
+
+@runtime_checkable
+class DenseJoint(Joint, Protocol):
+    """A :class:`Joint` that can say what its ``combine`` computes, so that GPU searches can fuse it into one kernel
+    with the frame gather around it (:mod:`transdec.decoding.cuda.joint_kernel`). Optional: decoders call
+    ``combine`` on joints without it."""
+
+    def output_layer(self) -> JointOutputLayer | None:
+        """The layer ``combine`` applies, or None where it is not of that form."""
+        ...
+
+
 @runtime_checkable
 class DecodingModel(Protocol):
     """What every transdec decoder needs: the head spec, the predictor and the joint."""

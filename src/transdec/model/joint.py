@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 from transdec.model.decoding_weights import linear
-from transdec.protocol import HeadSpec
+from transdec.protocol import HeadSpec, JointOutputLayer
 
 # In place: applied to a fresh sum, and each one's gradient needs only its output.
 _ACTIVATIONS = {"relu": torch.relu_, "tanh": torch.tanh_, "sigmoid": torch.sigmoid_}
@@ -53,6 +53,10 @@ class JointNetwork(nn.Module):
         """Raw logits ``[..., C]`` from projections ``[..., J]``."""
         # No module call: at batch 1 this runs once per decoding step, and module-call overhead was half its time.
         return linear(_ACTIVATIONS[self.activation](encoder_proj + predictor_proj), self.output)
+
+    def output_layer(self) -> JointOutputLayer:
+        """What :meth:`combine` applies after the sum (:class:`~transdec.protocol.DenseJoint`)."""
+        return JointOutputLayer(self.activation, self.output.weight, self.output.bias)
 
     def forward(self, encoder_out: torch.Tensor, predictor_out: torch.Tensor) -> torch.Tensor:
         """Full lattice of logits for training: ``[B, T, De], [B, U + 1, H] -> [B, T, U + 1, C]``."""

@@ -38,6 +38,7 @@ import torch
 from transdec.decoding.beam.batched_search import BatchedBeamSearch
 from transdec.decoding.beam_hyps import BatchedBeamHyps, merge_equal, pairwise_equal, step_rows
 from transdec.decoding.emissions import lookup_tables, tdt_advance
+from transdec.decoding.cuda import joint_kernel
 from transdec.decoding.cuda.in_place import set_state
 from transdec.decoding.cuda.search_graphs import graphed_result
 from transdec.decoding.inputs import checked_lengths
@@ -116,18 +117,28 @@ class AlsdSteps:
         self.options, self.scoring, self.in_place = options, scoring, in_place
         self.rows = torch.arange(batch_size, device=device).unsqueeze(1)  # [B, 1]
         self.advance_by_label, self.duration_values = lookup_tables(self.head, device)
+        # In place (under CUDA graphs), one kernel computes the joint with the frame gather in it.
+        self.joint_layer = joint_kernel.fused_layer(self.joint, device) if in_place else None
         self.state: AlsdState | None = None
 
-    def expand(self, active: torch.Tensor, frames: torch.Tensor, waiting: torch.Tensor | None = None) -> None:
-        """One search step without the merging: every active hypothesis (``active [B, K]``) scored at its frame
-        (``frames [B, K, J]``, the projected encoder output there) and extended by its best emissions; the other
+    def joint_at(self, encoder_proj: torch.Tensor, columns: torch.Tensor) -> torch.Tensor:
+        """Raw joint logits ``[B*K, C]`` of each hypothesis (``predictor_proj``) at its column ``columns [B, K]``
+        of ``encoder_proj [B, T, J]`` (clipped to the last)."""
+        if self.joint_layer is not None:
+            return joint_kernel.joint_logits(self.joint_layer, encoder_proj, self.state.predictor_proj, columns)[:, 0]
+        frames = encoder_proj[self.rows, columns.clamp(max=encoder_proj.shape[1] - 1)]  # [B, K, J]
+        return self.joint.combine(frames.flatten(0, 1), self.state.predictor_proj)
+
+    def expand(self, active: torch.Tensor, logits: torch.Tensor, waiting: torch.Tensor | None = None) -> None:
+        """One search step without the merging: every active hypothesis (``active [B, K]``) scored by the joint at
+        its frame (``logits [B*K, C]``, from :meth:`joint_at`) and extended by its best emissions; the other
         live ones are candidates as they are; each utterance keeps its ``beam_size`` best candidates, in score
         order. Rows ``waiting [B]`` (None: none) take no step: every hypothesis stays in its slot, unchanged (the
         step writes a node without a token for each)."""
         state, head = self.state, self.head
         hyps = state.hyps
         batch_size, beam = hyps.scores.shape
-        scored = self.scoring(self.joint.combine(frames.flatten(0, 1), state.predictor_proj), state.context)
+        scored = self.scoring(logits, state.context)
         if self.in_place:
             state.calls[1].add_(1)
         else:
@@ -347,7 +358,7 @@ class AlsdSearch(AlsdSteps, BatchedBeamSearch):
         active = (hyps.time < self.lengths) & (hyps.scores > -torch.inf)  # [B, K]
         if not self.in_place and not bool(active.any()):
             return False
-        self.expand(active, self.state.encoder_proj[self.rows, hyps.time.clamp(max=self.max_time - 1)])
+        self.expand(active, self.joint_at(self.state.encoder_proj, hyps.time))
         if self.options.merge != "none":
             self.merge(self.lengths)
         if self.in_place:

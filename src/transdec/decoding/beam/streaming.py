@@ -254,7 +254,7 @@ class BeamStreams:
             if hyps.steps == hyps.capacity:
                 self._compact_tree()
             column = (hyps.time - state.offset.unsqueeze(1)).clamp(0, search.encoder_proj.shape[1] - 1)
-            self.steps.expand(active, search.encoder_proj[self.steps.rows, column], waiting=~stepping)
+            self.steps.expand(active, self.steps.joint_at(search.encoder_proj, column), waiting=~stepping)
             if merging:
                 hyps = search.hyps
                 # Before its length is known, a stream with a live hypothesis past its frames cannot tell which

@@ -34,6 +34,7 @@ from typing import Any
 
 import torch
 
+from transdec.decoding.cuda import joint_kernel
 from transdec.decoding.cuda.conditional_graphs import ConditionalGraph, While
 from transdec.decoding.cuda.graph_cache import (FAILED_MODES, GraphedSearch, cached, capture_graph, failure_reason,
                                                 frame_bucket, fusions_key, mode_unavailable, no_garbage_collection,
@@ -131,7 +132,7 @@ def decode_with_graphs(name: str, make_search: OptionsSearchMaker, model: Decodi
             # The thread count does not change what is captured; the mode is in the key.
             graph_options = dataclasses.replace(options, cuda_graphs=mode, cpu_threads=None)
             key = (name, batch_size, frames, encoder_dim, encoder_out.dtype, device, graph_options,
-                   fusions_key(fusions), weights_version(model))
+                   fusions_key(fusions), weights_version(model), joint_kernel.enabled())
             try:
                 graphed = cached(model, key, lambda: GraphedSteps(
                     lambda captured, *inputs: make_search(captured, graph_options, *inputs), batch_size, frames,

@@ -30,7 +30,7 @@ import torch
 
 from transdec.decoding.batched_hyps import BatchedHyps
 from transdec.decoding.compute_dtype import in_compute_dtype
-from transdec.decoding.cuda import greedy_kernels
+from transdec.decoding.cuda import greedy_kernels, joint_kernel
 from transdec.decoding.emissions import Emissions, GreedyHead, lookup_tables
 from transdec.decoding.cuda.in_place import copy_of, set_state
 from transdec.decoding.inputs import checked_lengths
@@ -189,6 +189,7 @@ class LabelLoopingSearch:
         self.read = GreedyHead(self.scoring, encoder_out.device)
         if fused:
             self.tables = lookup_tables(self.head, encoder_out.device)
+            self.joint_layer = joint_kernel.fused_layer(self.joint, encoder_out.device)
         if in_place:
             if max_symbols_per_frame is None:
                 raise ValueError("in-place label-looping needs a max_symbols_per_frame to bound the hypotheses")
@@ -276,7 +277,11 @@ class LabelLoopingSearch:
         self._count(1)
         state = self.state
         if self.fused:
-            logits = self.skipper.logits(state.encoder_proj, state.predictor_proj, state.time)
+            if self.joint_layer is None:
+                logits = self.skipper.logits(state.encoder_proj, state.predictor_proj, state.time)
+            else:
+                logits = joint_kernel.joint_logits(self.joint_layer, state.encoder_proj, state.predictor_proj,
+                                                   state.time, self.window_size)
             greedy_kernels.search_pass(self.head, logits.view(logits.shape[0], -1, logits.shape[-1]), *self.tables,
                                        state.time, self.lengths, state.tokens_at_frame, state.hyps.scores,
                                        state.searching, state.found, self.max_symbols_per_frame)
