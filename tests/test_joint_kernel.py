@@ -1,7 +1,7 @@
 """The joint kernel (:mod:`transdec.decoding.cuda.joint_kernel`) against ``Joint.combine``, on the CPU through
 Triton's interpreter: every activation, float64 / float32 / float16, greedy rows and beam groups, windows that run
-past the last frame, sizes that fill no block; and in-place ALSD++ with it against the default search (greedy
-label-looping with it: tests/test_label_looping_graphs.py).
+past the last frame, sizes that fill no block; and the in-place beam searches with it against the default ones
+(greedy label-looping with it: tests/test_label_looping_graphs.py).
 
 ``TRITON_INTERPRET`` must be set before Triton is first imported, so the comparison runs in a child process.
 """
@@ -64,23 +64,31 @@ BEAM_CHECK = textwrap.dedent("""
     import itertools
     import torch
     from helpers import HEADS, encoder_batch, model_for, same
+    from transdec.decoding.beam.aes_pp import AesOptions, AesSearch, beam_aes_pp
     from transdec.decoding.beam.alsd_pp import AlsdPlusOptions, AlsdSearch, beam_alsd_pp
+    from transdec.decoding.beam.wind_batched import WindBatchedOptions, WindSearch, beam_wind_batched
     from transdec.decoding.scoring import Scoring
 
+    SEARCHES = {"alsd": (AlsdSearch, AlsdPlusOptions, beam_alsd_pp, {}),
+                "aes": (AesSearch, AesOptions, beam_aes_pp, {}),
+                "wind": (WindSearch, WindBatchedOptions, beam_wind_batched, {"window_size": 3})}
     cases = 0
     with torch.inference_mode():
-        for kind, predictor, beam_size in itertools.product(HEADS, ["lstm", "stateless"], [1, 3]):
+        for name, kind, predictor, beam_size in itertools.product(SEARCHES, HEADS, ["lstm", "stateless"], [1, 3]):
+            if name == "wind" and kind != "rnnt":  # WIND beam search is for RNN-T heads
+                continue
+            search_class, options_class, default_search, extra = SEARCHES[name]
             model = model_for(kind, predictor, "label_heavy")
             frames, lengths = encoder_batch([0, 1, 14, 9], seed=cases)  # NaN padding: a read of it would show
-            options = AlsdPlusOptions(beam_size=beam_size, nbest=beam_size, max_symbols_per_frame=3)
-            search = AlsdSearch(model, frames, lengths, options, Scoring(model.head), in_place=True)
+            options = options_class(beam_size=beam_size, nbest=beam_size, max_symbols_per_frame=3, **extra)
+            search = search_class(model, frames, lengths, options, Scoring(model.head), in_place=True)
             assert search.joint_layer is not None
             search.run()
             got = search.result().nbest
-            expected = beam_alsd_pp(model, frames, lengths, options).nbest
+            expected = default_search(model, frames, lengths, options).nbest
             assert [len(n) for n in got] == [len(n) for n in expected]
             for a, b in zip(sum(got, []), sum(expected, [])):
-                assert same(a, b) and abs(a.am_score - b.am_score) < 1e-9, (kind, predictor, beam_size)
+                assert same(a, b) and abs(a.am_score - b.am_score) < 1e-9, (name, kind, predictor, beam_size)
             cases += 1
     print("ok", cases)
 """)
@@ -102,9 +110,10 @@ def test_joint_kernel_equals_combine():
     assert run_interpreted(CHECK).startswith("ok 270")
 
 
-def test_in_place_alsd_with_the_joint_kernel_equals_the_default_search():
-    """ALSD++ in place (as its CUDA graphs run it) takes the joint from the kernel, beams grouped per utterance."""
-    assert run_interpreted(BEAM_CHECK).startswith("ok 12")
+def test_in_place_beam_searches_with_the_joint_kernel_equal_the_default_search():
+    """ALSD++, AES++ and WIND beam in place (as their CUDA graphs run them) take the joint from the kernel: beams
+    grouped per utterance, at their own frames (ALSD++), at the utterance's frame (AES++), over a window (WIND)."""
+    assert run_interpreted(BEAM_CHECK).startswith("ok 28")
 
 
 def test_only_described_joints_on_a_device_with_triton(monkeypatch):

@@ -43,6 +43,7 @@ import torch
 from transdec.decoding.beam.batched_search import BatchedBeamSearch
 from transdec.decoding.beam_hyps import (BatchedBeamHyps, extended_hashes, live_entries, merge_equal,
                                          pairwise_equal, same_sequences, step_rows)
+from transdec.decoding.cuda import joint_kernel
 from transdec.decoding.cuda.in_place import set_state
 from transdec.decoding.cuda.search_graphs import graphed_result
 from transdec.decoding.emissions import lookup_tables, tdt_advance
@@ -203,6 +204,8 @@ class AesSearch(BatchedBeamSearch):
         self.emissions = _Emissions(self.head, device)
         self.slots = torch.arange(beam, device=device).expand(batch_size, beam)
         self.flat_base = (torch.arange(batch_size, device=device) * beam).unsqueeze(1)  # [B, 1]
+        # In place (under CUDA graphs), one kernel computes the joint with the frame gather in it.
+        self.joint_layer = joint_kernel.fused_layer(self.joint, device) if in_place else None
         self.state: AesState | None = None
         self.start()
 
@@ -250,7 +253,8 @@ class AesSearch(BatchedBeamSearch):
                      torch.full((batch_size, beam, width), -1, dtype=torch.long, device=device),
                      torch.zeros(batch_size, beam, width, dtype=torch.long, device=device),
                      torch.zeros(batch_size, beam, width, dtype=hyps.scores.dtype, device=device))
-        frames = self._frames_at(t).unsqueeze(1).expand(-1, beam, -1).flatten(0, 1)  # [B*K, J]
+        if self.joint_layer is None:
+            frames = self._frames_at(t).unsqueeze(1).expand(-1, beam, -1).flatten(0, 1)  # [B*K, J]
         pool = [start.only(~active)]  # the waiting and the finished keep their place
         sources = [(state.predictor_state, state.predictor_proj, state.scorer_state)]
         pool_sources = [0]
@@ -258,7 +262,12 @@ class AesSearch(BatchedBeamSearch):
         predictor_state, projection, scorer_state = sources[0]
         steps_taken = 0
         for step in range(width):
-            scored = self.scoring(self.joint.combine(frames, projection), self.scoring.context(scorer_state))
+            if self.joint_layer is None:
+                logits = self.joint.combine(frames, projection)
+            else:
+                logits = joint_kernel.joint_logits(self.joint_layer, state.encoder_proj, projection,
+                                                   t.expand(batch_size * beam))[:, 0]
+            scored = self.scoring(logits, self.scoring.context(scorer_state))
             if self.in_place:
                 state.calls[1].add_((current.scores > -torch.inf).any())
             else:

@@ -28,6 +28,7 @@ from transdec.decoding.beam.batched_search import BatchedBeamSearch
 from transdec.decoding.beam_hyps import (BatchedBeamHyps, extended_hashes, live_entries, merge_equal,
                                          pairwise_equal, ranks_ahead, same_sequences, step_rows)
 from transdec.decoding.beam.wind import WindBeamOptions
+from transdec.decoding.cuda import joint_kernel
 from transdec.decoding.cuda.in_place import set_state
 from transdec.decoding.cuda.search_graphs import graphed_result
 from transdec.decoding.inputs import check_rnnt_head, checked_lengths
@@ -123,6 +124,8 @@ class WindSearch(BatchedBeamSearch):
         self.lengths = lengths.unsqueeze(1)  # [B, 1], a view: new lengths written into `lengths` reach it
         self.rows = torch.arange(batch_size, device=device).unsqueeze(1)  # [B, 1]
         self.slots = torch.arange(size, device=device).expand(batch_size, size)
+        # In place (under CUDA graphs), one kernel computes the joint with the frame gather in it.
+        self.joint_layer = joint_kernel.fused_layer(self.joint, device) if in_place else None
         if in_place and options.max_symbols_per_frame is None:
             raise ValueError("an in-place WIND beam search needs a max_symbols_per_frame to bound its rounds")
         self.state: WindBeamState | None = None
@@ -228,9 +231,14 @@ class WindSearch(BatchedBeamSearch):
 
         positions = t + torch.arange(window, device=t.device)  # [B, n]
         inside = (positions < self.lengths).repeat_interleave(beam, dim=0)  # [B*K, n]
-        frames = state.encoder_proj[self.rows, positions.clamp(max=self.max_time - 1)]  # [B, n, J]
-        frames = frames.repeat_interleave(beam, dim=0)  # [B*K, n, J]
-        scored = self.scoring(self.joint.combine(frames, projection.unsqueeze(1)), self.scoring.context(scorer_state))
+        if self.joint_layer is None:
+            frames = state.encoder_proj[self.rows, positions.clamp(max=self.max_time - 1)]  # [B, n, J]
+            frames = frames.repeat_interleave(beam, dim=0)  # [B*K, n, J]
+            logits = self.joint.combine(frames, projection.unsqueeze(1))
+        else:
+            logits = joint_kernel.joint_logits(self.joint_layer, state.encoder_proj, projection,
+                                               t.repeat_interleave(beam, dim=0), window)  # [B*K, n, C]
+        scored = self.scoring(logits, self.scoring.context(scorer_state))
         if self.in_place:
             state.calls[1].add_(valid.any())
         else:

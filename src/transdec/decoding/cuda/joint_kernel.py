@@ -118,7 +118,7 @@ def joint_logits(layer: JointOutputLayer, encoder_proj: torch.Tensor, predictor_
     bias = layer.bias if layer.bias is not None else weight  # not read without HAS_BIAS
     _joint_logits[grid](
         encoder_proj, encoder_proj.stride(0), encoder_proj.stride(1), predictor_proj, predictor_proj.stride(0),
-        time.reshape(-1), weight, weight.stride(0), bias, out, rows, max_time, width, classes,
+        time.reshape(-1).contiguous(), weight, weight.stride(0), bias, out, rows, max_time, width, classes,
         GROUP=hyps // batch, WINDOW=window, ACTIVATION=_ACTIVATIONS[layer.activation],
         HAS_BIAS=layer.bias is not None, HALF=dtype in (torch.float16, torch.bfloat16),
         IEEE=dtype == torch.float32, FLOAT64=dtype == torch.float64, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=32,
