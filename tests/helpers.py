@@ -408,3 +408,13 @@ def boosted(model, frames, lengths, weight=1.2, depth_scaling=0.5, seed=0):
     tree = BoostingTree.build(lists, model.head.num_tokens, depth_scaling, dtype=torch.float64)
     index = [b % len(lists) for b in range(frames.shape[0])]
     return Boost(tree.for_utterances(index), weight), tree, index, lists
+
+
+def rerun_in_place(search, frames: torch.Tensor, lengths: torch.Tensor) -> None:
+    """Run an in-place beam search again on new inputs written into its buffers, as a graph replay does; the frames
+    past the new batch's are set to NaN (an older batch's, never to be read)."""
+    search.encoder_out[:, : frames.shape[1]].copy_(frames)
+    search.encoder_out[:, frames.shape[1]:] = float("nan")
+    search.lengths.copy_(lengths.unsqueeze(1))
+    search.start()
+    search.run()

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from graph_fakes import replay_eagerly
-from helpers import HEADS, BigramScorer, encoder_batch, same
+from helpers import HEADS, BigramScorer, encoder_batch, rerun_in_place, same
 from helpers import model_for as shared_model_for
 from transdec.decoding import DecodingConfig, Fusion, decode
 from transdec.decoding.beam import alsd_pp_graphs as beam_graphs
@@ -91,11 +91,7 @@ def test_in_place_search_reuses_its_tensors_for_new_inputs():
     tensors = {name: value for name, value in vars(state.hyps).items() if isinstance(value, torch.Tensor)}
     for seed, lengths in enumerate([[24, 3, 0, 17], [1, 24, 24, 9], [0, 0, 0, 0]]):
         frames, lengths_tensor = encoder_batch(lengths, seed=seed)
-        search.encoder_out[:, : frames.shape[1]].copy_(frames)
-        search.encoder_out[:, frames.shape[1]:] = float("nan")  # an older batch's frames, never to be used
-        search.lengths.copy_(lengths_tensor.unsqueeze(1))
-        search.start()
-        search.run()
+        rerun_in_place(search, frames, lengths_tensor)
         expected = beam_alsd_pp(model, frames, lengths_tensor, max_symbols_per_frame=3, beam_size=4, nbest=3)
         assert_same_nbest(search.nbest(), expected.nbest)
         assert search.decoding_stats().joint_calls == expected.stats.joint_calls

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from arpa_fixtures import random_arpa
 from graph_fakes import replay_eagerly
-from helpers import HEADS, PREDICTORS, BigramScorer, boosted, encoder_batch, same
+from helpers import HEADS, PREDICTORS, BigramScorer, boosted, encoder_batch, rerun_in_place, same
 from helpers import model_for as shared_model_for
 from transdec.decoding import DecodingConfig, Fusion, decode
 from transdec.decoding.beam import aes_pp_graphs, wind_batched_graphs
@@ -157,11 +157,7 @@ def test_in_place_search_reuses_its_tensors_for_new_inputs():
     frame, flag = state.frame, state.active_any
     for seed, lengths in enumerate([[24, 3, 0, 17], [1, 24, 24, 9], [0, 0, 0, 0]]):
         frames, lengths_tensor = encoder_batch(lengths, seed=seed)
-        search.encoder_out[:, : frames.shape[1]].copy_(frames)
-        search.encoder_out[:, frames.shape[1]:] = float("nan")  # an older batch's frames, never to be used
-        search.lengths.copy_(lengths_tensor.unsqueeze(1))
-        search.start()
-        search.run()
+        rerun_in_place(search, frames, lengths_tensor)
         assert_same_result(search.result(), beam_aes_pp(model, frames, lengths_tensor, options))
         # Every frame wrote a node per expansion step, and the storage holds the whole frame bucket's.
         assert state.hyps.steps_taken() == max(lengths) * 3 <= state.hyps.capacity == 64 * 3

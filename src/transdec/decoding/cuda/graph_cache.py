@@ -165,6 +165,18 @@ def warn_fallback(message: str, stacklevel: int = 4) -> None:
 
 
 @contextlib.contextmanager
+def capture_stream(device: torch.device) -> Iterator[tuple[torch.cuda.Stream, Any]]:
+    """A side stream to warm the steps up and capture them on (PyTorch captures off the default stream), and a memory
+    pool for the graphs captured there; no garbage is collected meanwhile (:func:`no_garbage_collection`), and the
+    current stream waits for the side stream's work afterwards."""
+    stream = torch.cuda.Stream(device)
+    stream.wait_stream(torch.cuda.current_stream(device))
+    with torch.cuda.stream(stream), no_garbage_collection():
+        yield stream, torch.cuda.graph_pool_handle()
+    torch.cuda.current_stream(device).wait_stream(stream)
+
+
+@contextlib.contextmanager
 def no_garbage_collection() -> Iterator[None]:
     """Collect garbage now and not again until the graphs are captured: a collection during capture can free
     another decoder's graphs, and destroying a graph then invalidates the capture."""

@@ -36,8 +36,8 @@ import torch
 
 from transdec.decoding.cuda import joint_kernel
 from transdec.decoding.cuda.conditional_graphs import ConditionalGraph, While
-from transdec.decoding.cuda.graph_cache import (FAILED_MODES, GraphedSearch, cached, capture_graph, failure_reason,
-                                                frame_bucket, fusions_key, mode_unavailable, no_garbage_collection,
+from transdec.decoding.cuda.graph_cache import (FAILED_MODES, GraphedSearch, cached, capture_graph, capture_stream,
+                                                failure_reason, frame_bucket, fusions_key, mode_unavailable,
                                                 warn_fallback, weights_version)
 from transdec.decoding.options import GraphOptions
 from transdec.decoding.results import DecodingResult, Hypothesis
@@ -77,17 +77,13 @@ class GraphedSteps(GraphedSearch):
         plain = make_search(self.fusions, sample, sample_lengths, False)
         plain.run()
         expected = _decisions(plain.nbest())
-        stream = torch.cuda.Stream(device)
-        stream.wait_stream(torch.cuda.current_stream(device))
-        with torch.cuda.stream(stream), no_garbage_collection():
+        with capture_stream(device) as (stream, pool):
             self._load(sample, sample_lengths)
             self.search.start()
             self.search.run()
-            pool = torch.cuda.graph_pool_handle()
             keep = mode == "while_loops"  # a conditional graph clones the captured ones
             start_graph = capture_graph(self.search.start, pool, stream, keep)
             step_graph = capture_graph(self.search.step, pool, stream, keep)
-        torch.cuda.current_stream(device).wait_stream(stream)
         # The loop condition is the state's: made by the constructor's start() and written in place ever since.
         active_any = self.search.state.active_any
         if mode == "while_loops":

@@ -32,8 +32,8 @@ import torch
 
 from transdec.decoding.cuda import greedy_kernels, joint_kernel
 from transdec.decoding.cuda.conditional_graphs import ConditionalGraph, While
-from transdec.decoding.cuda.graph_cache import (FAILED_MODES, GraphedSearch, cached, capture_graph, failure_reason,
-                                                 frame_bucket, fusions_key, mode_unavailable, no_garbage_collection,
+from transdec.decoding.cuda.graph_cache import (FAILED_MODES, GraphedSearch, cached, capture_graph, capture_stream,
+                                                 failure_reason, frame_bucket, fusions_key, mode_unavailable,
                                                  warn_fallback, weights_version)
 from transdec.decoding.greedy.label_looping import LabelLoopingSearch
 from transdec.decoding.results import DecodingResult
@@ -78,17 +78,13 @@ class GraphedLabelLooping(GraphedSearch):
                                    compute_dtype=compute_dtype, scoring=scoring)
         plain.run()
         expected = _decisions(plain.result())
-        stream = torch.cuda.Stream(device)
-        stream.wait_stream(torch.cuda.current_stream(device))
-        with torch.cuda.stream(stream), no_garbage_collection():
+        with capture_stream(device) as (stream, pool):
             self._load(sample, sample_lengths)
             self.search.run()
-            pool = torch.cuda.graph_pool_handle()
             if mode == "while_loops":
                 self._build_while_loops(pool, stream)
             else:
                 self._build_step_graphs(pool, stream)
-        torch.cuda.current_stream(device).wait_stream(stream)
         if _decisions(self.decode(sample, sample_lengths)) != expected:
             raise RuntimeError(f"{mode} graphs decoded a test batch differently from eager decoding")
 
