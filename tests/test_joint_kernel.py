@@ -29,7 +29,8 @@ CHECK = textwrap.dedent("""
     # Relative error allowed per dtype (the logits are O(1)): a few roundings of a sum over J products.
     TOLERANCE = {torch.float64: 1e-14, torch.float32: 1e-6, torch.float16: 5e-3}
     # batch B, hypotheses per utterance G, window W, frames T, joint width J
-    SHAPES = [(1, 1, 1, 5, 16), (5, 1, 4, 9, 40), (3, 4, 1, 7, 70), (17, 1, 1, 3, 33), (2, 4, 3, 1, 8)]
+    SHAPES = [(1, 1, 1, 5, 16), (5, 1, 4, 9, 40), (3, 4, 1, 7, 70), (17, 1, 1, 3, 33), (2, 4, 3, 1, 8),
+              (20, 1, 4, 6, 24), (40, 4, 1, 6, 20)]  # the last two: 80 and 160 rows, the wider blocks
     heads = [HeadSpec("rnnt", 40), HeadSpec("tdt", 9, durations=(0, 1, 2)),
              HeadSpec("multiblank", 70, big_blank_durations=(2, 4))]
     cases = 0
@@ -107,7 +108,7 @@ def run_interpreted(check: str) -> str:
 
 
 def test_joint_kernel_equals_combine():
-    assert run_interpreted(CHECK).startswith("ok 270")
+    assert run_interpreted(CHECK).startswith("ok 378")
 
 
 def test_in_place_beam_searches_with_the_joint_kernel_equal_the_default_search():

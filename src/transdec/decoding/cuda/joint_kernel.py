@@ -112,8 +112,9 @@ def joint_logits(layer: JointOutputLayer, encoder_proj: torch.Tensor, predictor_
     encoder_proj, predictor_proj, weight = (t if t.stride(-1) == 1 else t.contiguous()
                                             for t in (encoder_proj, predictor_proj, layer.weight))
     rows = hyps * window
+    # Few rows (greedy at B <= 32): narrow column blocks, so that the programs cover the GPU's multiprocessors.
     block_m = 16 if rows <= 16 else 32
-    block_n = 32 if rows <= 64 else 64
+    block_n = 16 if rows <= 32 else 32 if rows <= 128 else 64
     grid = (triton.cdiv(rows, block_m), triton.cdiv(classes, block_n))
     bias = layer.bias if layer.bias is not None else weight  # not read without HAS_BIAS
     _joint_logits[grid](
