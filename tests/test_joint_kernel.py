@@ -95,6 +95,31 @@ BEAM_CHECK = textwrap.dedent("""
 """)
 
 
+GREEDY_CHECK = textwrap.dedent("""
+    import itertools
+    import torch
+    from helpers import HEADS, BigramScorer, assert_same_hypotheses, encoder_batch, model_for
+    from transdec.decoding import Fusion, greedy_label_looping
+    from transdec.decoding.greedy.label_looping import LabelLoopingSearch
+    from transdec.decoding.scoring import Scoring
+
+    cases = 0
+    for kind, predictor, window in itertools.product(HEADS, ["lstm", "stateless"], [1, 4]):
+        model = model_for(kind, predictor, "label_heavy")
+        frames, lengths = encoder_batch([0, 1, 14, 9, 3], seed=cases)
+        fusions = [Fusion(BigramScorer(HEADS[kind].num_tokens, seed=cases), 0.8, token_bonus=0.1,
+                          blank_scoring=kind != "multiblank")]
+        search = LabelLoopingSearch(model, frames, lengths, 3, window, in_place=True,
+                                    scoring=Scoring(model.head, fusions))
+        assert search.skipper.joint_layer is not None
+        search.run()
+        expected = greedy_label_looping(model, frames, lengths, max_symbols_per_frame=3, fusions=fusions)
+        assert_same_hypotheses(search.result().hypotheses(), expected.hypotheses())
+        cases += 1
+    print("ok", cases)
+""")
+
+
 def run_interpreted(check: str) -> str:
     """Run ``check`` in a child process with Triton's interpreter on; returns its output."""
     pytest.importorskip("triton")
@@ -109,6 +134,12 @@ def run_interpreted(check: str) -> str:
 
 def test_joint_kernel_equals_combine():
     assert run_interpreted(CHECK).startswith("ok 378")
+
+
+def test_in_place_greedy_with_a_fusion_and_the_joint_kernel_equals_eager_decoding():
+    """Label-looping in place with a fusion (graphs without the fused search-pass kernels) still takes the joint
+    from the kernel, at every window."""
+    assert run_interpreted(GREEDY_CHECK).startswith("ok 12")
 
 
 def test_in_place_beam_searches_with_the_joint_kernel_equal_the_default_search():

@@ -31,7 +31,7 @@ except ImportError:  # the CPU wheels of torch come without Triton
     triton = None
 
 _ACTIVATIONS = {"relu": 0, "tanh": 1, "sigmoid": 2}
-TORCH_ACTIVATIONS = {"relu": torch.relu, "tanh": torch.tanh, "sigmoid": torch.sigmoid}
+_TORCH_ACTIVATIONS = {"relu": torch.relu, "tanh": torch.tanh, "sigmoid": torch.sigmoid}
 
 
 def enabled() -> bool:
@@ -75,7 +75,7 @@ def _works(layer: JointOutputLayer, device: torch.device) -> bool:
             got = joint_logits(probe, encoder_proj, predictor_proj, time, window=2).double()
             rows = torch.tensor([[0], [0], [1], [1]], device=device)
             frames = encoder_proj.double()[rows, (time[:, None] + torch.arange(2, device=device)).clamp(max=2)]
-            hidden = TORCH_ACTIVATIONS[layer.activation](frames + predictor_proj.double()[:, None])
+            hidden = _TORCH_ACTIVATIONS[layer.activation](frames + predictor_proj.double()[:, None])
             want = hidden @ probe.weight.double().T + probe.bias.double()
             scale = 1e-2 if dtype in (torch.float16, torch.bfloat16) else 1e-4
             _CHECKED[key] = bool(((got - want).abs() <= scale * (1 + want.abs())).all())
@@ -152,7 +152,9 @@ if triton is not None:
             a_mask = row_ok[:, None] & (k < width)[None, :]
             f = tl.load(frame_rows[:, None] + k[None, :], mask=a_mask, other=0.0)
             g = tl.load(predictor_rows[:, None] + k[None, :], mask=a_mask, other=0.0)
-            if HALF:  # as PyTorch: the sum and the activation rounded to the joint's dtype, the product in float32
+            # Half precision: the sum and activation in float32, rounded once to the joint's dtype (PyTorch rounds
+            # after each, within that rounding), the product accumulated in float32, as PyTorch does.
+            if HALF:
                 x = f.to(tl.float32) + g.to(tl.float32)
             else:
                 x = f + g

@@ -39,7 +39,7 @@ from transdec.decoding.registry import takes_options
 from transdec.decoding.results import DecodingResult, DecodingStats
 from transdec.decoding.scoring import Fusion, Scoring, ScorerState
 from transdec.decoding.greedy.wind_window import WindowSkipper
-from transdec.protocol import DecodingModel, Joint, PredictorState
+from transdec.protocol import DecodingModel, Joint, JointOutputLayer, PredictorState
 
 #: The dtypes ``compute_dtype`` may name on the command line.
 COMPUTE_DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16": torch.float16,
@@ -189,15 +189,17 @@ class LabelLoopingSearch:
         self.read = GreedyHead(self.scoring, encoder_out.device)
         if fused:
             self.tables = lookup_tables(self.head, encoder_out.device)
-            self.joint_layer = joint_kernel.fused_layer(self.joint, encoder_out.device)
         if in_place:
             if max_symbols_per_frame is None:
                 raise ValueError("in-place label-looping needs a max_symbols_per_frame to bound the hypotheses")
             self.capacity = max_time * max_symbols_per_frame + 1
         else:
             self.capacity = max_time
+        # In place (under CUDA graphs), one kernel computes the joint with the frame gather in it.
+        joint_layer = joint_kernel.fused_layer(self.joint, encoder_out.device) if in_place else None
         args = (self.read, self.joint, lengths, max_symbols_per_frame, max_time)
-        self.skipper = _BlankSkipper(*args) if window_size == 1 else WindowSkipper(*args, window_size)
+        self.skipper = (_BlankSkipper(*args, joint_layer=joint_layer) if window_size == 1
+                        else WindowSkipper(*args, window_size, joint_layer=joint_layer))
         self.state: LabelLoopingState | None = None  # made by start()
 
     def run(self) -> None:
@@ -277,11 +279,7 @@ class LabelLoopingSearch:
         self._count(1)
         state = self.state
         if self.fused:
-            if self.joint_layer is None:
-                logits = self.skipper.logits(state.encoder_proj, state.predictor_proj, state.time)
-            else:
-                logits = joint_kernel.joint_logits(self.joint_layer, state.encoder_proj, state.predictor_proj,
-                                                   state.time, self.window_size)
+            logits = self.skipper.logits(state.encoder_proj, state.predictor_proj, state.time)
             greedy_kernels.search_pass(self.head, logits.view(logits.shape[0], -1, logits.shape[-1]), *self.tables,
                                        state.time, self.lengths, state.tokens_at_frame, state.hyps.scores,
                                        state.searching, state.found, self.max_symbols_per_frame)
@@ -333,9 +331,10 @@ class _BlankSkipper:
     """The inner loop's pass: moves each searching utterance over one blank."""
 
     def __init__(self, read: GreedyHead, joint: Joint, lengths: torch.Tensor, max_symbols_per_frame: int | None,
-                 max_time: int) -> None:
+                 max_time: int, joint_layer: JointOutputLayer | None = None) -> None:
         self.read = read
         self.joint = joint
+        self.joint_layer = joint_layer  # where given, the joint kernel computes the logits
         self.lengths = lengths
         self.max_symbols = max_symbols_per_frame
         self.rows = torch.arange(lengths.shape[0], device=lengths.device)
@@ -343,6 +342,8 @@ class _BlankSkipper:
 
     def logits(self, encoder_proj: torch.Tensor, predictor_proj: torch.Tensor, time: torch.Tensor) -> torch.Tensor:
         """Joint logits ``[B, C]`` of each row at its frame (the last frame for rows past the end)."""
+        if self.joint_layer is not None:
+            return joint_kernel.joint_logits(self.joint_layer, encoder_proj, predictor_proj, time)[:, 0]
         frames = encoder_proj[self.rows, time.clamp(max=self.last_frame)]  # [B, J]
         return self.joint.combine(frames, predictor_proj)
 

@@ -151,9 +151,9 @@ def decode_with_graphs(
     """Decode with CUDA graphs in ``mode`` (or the fastest that works, for ``"auto"``); None means "decode
     eagerly": the modes could not be used (each one warned why) or the batch is empty.
 
-    Each mode is tried with the fused kernels of :mod:`transdec.decoding.cuda.greedy_kernels` (and the joint as one
-    kernel, :mod:`transdec.decoding.cuda.joint_kernel`, where the joint allows) where Triton is available and there
-    are no ``fusions``, then without them. ``fusions`` must be graph-safe
+    Each mode is tried with the fused kernels of :mod:`transdec.decoding.cuda.greedy_kernels` where Triton is
+    available and there are no ``fusions``, then without them; either way the joint is one kernel
+    (:mod:`transdec.decoding.cuda.joint_kernel`) where the joint allows. ``fusions`` must be graph-safe
     (:mod:`transdec.decoding.scoring`); the graphs keep them alive with the model's other graphs.
     """
     batch_size, max_time, encoder_dim = encoder_out.shape
@@ -174,7 +174,7 @@ def decode_with_graphs(
             variant = (candidate, fused, device)
             reason = FAILED_MODES.get(variant)
             if reason is None:
-                key = (candidate, fused, fused and joint_kernel.enabled(), batch_size, frames, encoder_dim, encoder_out.dtype, compute_dtype, device,
+                key = (candidate, fused, joint_kernel.enabled(), batch_size, frames, encoder_dim, encoder_out.dtype, compute_dtype, device,
                        max_symbols_per_frame, window_size, fusions_key(fusions), weights_version(model))
                 try:
                     graphed = cached(model, key, lambda: GraphedLabelLooping(

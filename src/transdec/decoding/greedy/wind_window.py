@@ -39,8 +39,9 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from transdec.decoding.cuda import joint_kernel
 from transdec.decoding.emissions import Emissions, GreedyHead
-from transdec.protocol import Joint
+from transdec.protocol import Joint, JointOutputLayer
 
 if TYPE_CHECKING:
     from transdec.decoding.greedy.label_looping import LabelLoopingState
@@ -61,10 +62,11 @@ class WindowScan:
     """
 
     def __init__(self, read: GreedyHead, joint: Joint, max_symbols_per_frame: int | None, window: int,
-                 batch_size: int, device: torch.device) -> None:
+                 batch_size: int, device: torch.device, joint_layer: JointOutputLayer | None = None) -> None:
         self.read = read
         self.max_symbols = max_symbols_per_frame
         self.joint = joint
+        self.joint_layer = joint_layer  # where given, the joint kernel computes the logits
         self.window = window
         self.rows = torch.arange(batch_size, device=device).unsqueeze(1)  # [B, 1]
         self.offsets = torch.arange(window, device=device)  # [w]
@@ -76,6 +78,8 @@ class WindowScan:
 
     def logits(self, encoder_proj: torch.Tensor, predictor_proj: torch.Tensor, time: torch.Tensor) -> torch.Tensor:
         """Joint logits ``[B, w, C]`` of columns ``time .. time + w - 1`` of each row (clipped to the last column)."""
+        if self.joint_layer is not None:
+            return joint_kernel.joint_logits(self.joint_layer, encoder_proj, predictor_proj, time, self.window)
         frame_index = (time.unsqueeze(1) + self.offsets).clamp(max=max(encoder_proj.shape[1] - 1, 0))  # [B, w]
         return self.joint.combine(encoder_proj[self.rows, frame_index], predictor_proj.unsqueeze(1))
 
@@ -140,8 +144,8 @@ class WindowSkipper(WindowScan):
     """
 
     def __init__(self, read: GreedyHead, joint: Joint, lengths: torch.Tensor, max_symbols_per_frame: int | None,
-                 max_time: int, window: int) -> None:
-        super().__init__(read, joint, max_symbols_per_frame, window, lengths.shape[0], lengths.device)
+                 max_time: int, window: int, joint_layer: JointOutputLayer | None = None) -> None:
+        super().__init__(read, joint, max_symbols_per_frame, window, lengths.shape[0], lengths.device, joint_layer)
         self.lengths = lengths
 
     def step(self, state: LabelLoopingState) -> tuple[Emissions, torch.Tensor]:
