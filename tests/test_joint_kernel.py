@@ -1,7 +1,8 @@
 """The joint kernel (:mod:`transdec.decoding.cuda.joint_kernel`) against ``Joint.combine``, on the CPU through
 Triton's interpreter: every activation, float64 / float32 / float16, greedy rows and beam groups, windows that run
-past the last frame, sizes that fill no block; and the in-place beam searches with it against the default ones
-(greedy label-looping with it: tests/test_label_looping_graphs.py).
+past the last frame, sizes that fill no block; in-place greedy label-looping with a fusion and the in-place beam
+searches with it against eager decoding (the fused greedy path with it: tests/test_label_looping_graphs.py); its
+fallback when it fails; and a CUDA test.
 
 ``TRITON_INTERPRET`` must be set before Triton is first imported, so the comparison runs in a child process.
 """
