@@ -255,6 +255,8 @@ class AesSearch(BatchedBeamSearch):
                      torch.zeros(batch_size, beam, width, dtype=hyps.scores.dtype, device=device))
         if self.joint_layer is None:
             frames = self._frames_at(t).unsqueeze(1).expand(-1, beam, -1).flatten(0, 1)  # [B*K, J]
+        else:
+            frame_of_hypothesis = t.expand(batch_size * beam).contiguous()  # [B*K], for the joint kernel
         pool = [start.only(~active)]  # the waiting and the finished keep their place
         sources = [(state.predictor_state, state.predictor_proj, state.scorer_state)]
         pool_sources = [0]
@@ -266,7 +268,7 @@ class AesSearch(BatchedBeamSearch):
                 logits = self.joint.combine(frames, projection)
             else:
                 logits = joint_kernel.joint_logits(self.joint_layer, state.encoder_proj, projection,
-                                                   t.expand(batch_size * beam))[:, 0]
+                                                   frame_of_hypothesis)[:, 0]
             scored = self.scoring(logits, self.scoring.context(scorer_state))
             if self.in_place:
                 state.calls[1].add_((current.scores > -torch.inf).any())

@@ -174,8 +174,9 @@ def decode_with_graphs(
             variant = (candidate, fused, device)
             reason = FAILED_MODES.get(variant)
             if reason is None:
-                key = (candidate, fused, joint_kernel.enabled(), batch_size, frames, encoder_dim, encoder_out.dtype, compute_dtype, device,
-                       max_symbols_per_frame, window_size, fusions_key(fusions), weights_version(model))
+                key = (candidate, fused, joint_kernel.enabled(), batch_size, frames, encoder_dim, encoder_out.dtype,
+                       compute_dtype, device, max_symbols_per_frame, window_size, fusions_key(fusions),
+                       weights_version(model))
                 try:
                     graphed = cached(model, key, lambda: GraphedLabelLooping(
                         model, batch_size, frames, encoder_dim, encoder_out.dtype, device, max_symbols_per_frame,
