@@ -263,7 +263,7 @@ def test_each_layer_imports_without_the_layers_above(layer: str) -> None:
 #: (each with its CUDA-graph driver), and the registry of built-in strategies with the entry points on top.
 DECODING_LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("core", ("options", "registry", "results", "scoring", "inputs", "emissions", "compute_dtype", "batched_hyps",
-              "beam_hyps", "stream_frames")),
+              "beam_hyps", "stream_frames", "stream_search")),
     ("cuda", ("cuda",)),
     ("searches", ("greedy", "beam")),
     ("entry points", ("", "strategies", "api", "flags")),

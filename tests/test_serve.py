@@ -399,6 +399,23 @@ def test_a_bad_stream_config_is_an_error_and_a_close(server):
     assert closed.value.rcvd.code == 1003
 
 
+def test_a_strategy_that_does_not_stream_serves_requests_and_refuses_streams_naming_those_that_do(model):
+    from transdec.decoding import DecodingConfig
+
+    live = LiveServer(create_app(model, ServeOptions(decoding=DecodingConfig("beam_maes", beam_size=2))))
+    try:
+        with open(MAKING, "rb") as f:
+            assert live.client().audio.transcriptions.create(model="x", file=f).text
+        with websockets_sync.connect(live.url.replace("http", "ws") + "/v1/audio/stream") as ws:
+            error = json.loads(ws.recv())
+            with pytest.raises(ConnectionClosed) as closed:
+                ws.recv()
+        assert "'beam_maes' does not stream; strategies that stream: greedy_label" in error["message"]
+        assert closed.value.rcvd.code == 1008
+    finally:
+        live.stop()
+
+
 # --- health, metrics, the command line -------------------------------------------------------------------------------
 
 
@@ -481,17 +498,17 @@ def test_segments_start_at_pauses_and_subtitle_times():
     assert len(segments_of([WordTiming(str(i), i * 0.5, i * 0.5 + 0.4, 1.0) for i in range(60)])) == 3
 
 
-def test_streams_search_as_the_server_decodes_where_streaming_can():
-    from transdec.decoding import DecodingConfig, GreedyOptions, WindOptions
-    from transdec.decoding.beam.alsd_pp import AlsdPlusOptions
+def test_streams_search_as_the_server_decodes_where_the_strategy_streams():
+    from transdec.decoding import DecodingConfig
     from transdec.serve.options import streaming_options
 
     def search(strategy: str, **values):
         return streaming_options(ServeOptions(decoding=DecodingConfig(strategy, **values))).decoding
 
-    assert search("beam_alsd_pp", beam_size=4) == AlsdPlusOptions(beam_size=4)
-    assert search("greedy_label", window_size=8, max_symbols_per_frame=3) == WindOptions(max_symbols_per_frame=3,
-                                                                                        window_size=8)
-    assert search("beam_maes", beam_size=4, max_symbols_per_frame=5) == GreedyOptions(max_symbols_per_frame=5)
+    assert search("beam_alsd_pp", beam_size=4) == DecodingConfig("beam_alsd_pp", beam_size=4)
+    assert search("greedy_label", window_size=8, max_symbols_per_frame=3) == DecodingConfig(
+        "greedy_label", window_size=8, max_symbols_per_frame=3)
+    with pytest.raises(ValueError, match="'beam_maes' does not stream; strategies that stream: greedy_label"):
+        search("beam_maes", beam_size=4)
     with pytest.raises(ValueError, match="max_batch"):
         ServeOptions(max_batch=0)

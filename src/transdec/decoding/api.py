@@ -1,4 +1,5 @@
-"""One entry point for every decoding strategy: ``decode(model, encoder_out, lengths, config)``."""
+"""The entry points of every decoding strategy: ``decode(model, encoder_out, lengths, config)`` for whole utterances,
+``stream_search(model, config, max_streams)`` for streams decoded chunk by chunk."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ import torch
 
 from transdec.decoding import strategies  # noqa: F401  (registers the built-in strategies)
 from transdec.decoding.options import DecodingOptions
-from transdec.decoding.registry import STRATEGIES, Strategy
+from transdec.decoding.registry import STRATEGIES, Strategy, streaming_strategies
 from transdec.decoding.results import DecodingResult
 from transdec.decoding.scoring import Fusion, Scoring
+from transdec.decoding.stream_search import StreamSearch
 from transdec.protocol import DecodingModel
 from transdec.runtime import decoding_threads
 
@@ -30,14 +32,10 @@ class DecodingConfig:
 
     ``DecodingConfig("greedy_wind", window_size=4)`` makes the strategy's options from keyword arguments,
     ``DecodingConfig("greedy_wind", options)`` takes them made; an option the strategy does not have is a
-    ValueError naming the ones it has. Strategies (see ``transdec.decoding.STRATEGIES``):
+    ValueError naming the ones it has. The strategies (``transdec.decoding.STRATEGIES``), their options and
+    whether they stream:
 
-    * ``greedy_label``: label-looping, exact, the fastest batched decoder (options
-      :class:`~transdec.decoding.greedy.label_looping.LabelLoopingOptions`: ``window_size``, ``cuda_graphs``,
-      ``compute_dtype``);
-    * ``greedy_frame``: the frame-looping baseline, inexact for TDT and multi-blank;
-    * ``greedy_wind``: one utterance at a time with a WIND window, the batch-1 path;
-    * ``greedy_reference``: one utterance at a time, frame by frame: the specification.
+    {strategies}
 
     Attributes:
         strategy: a registered strategy name.
@@ -66,6 +64,55 @@ class DecodingConfig:
         object.__setattr__(self, "strategy", strategy)
         object.__setattr__(self, "options", options)
         object.__setattr__(self, "fusions", tuple(fusions))
+
+
+def _strategy_list() -> str:
+    """The registered strategies as the bullet list of :class:`DecodingConfig`'s docstring."""
+    lines = []
+    for strategy in STRATEGIES.values():
+        common = {f.name for f in dataclasses.fields(DecodingOptions)}  # every strategy's: decode() applies them
+        options = ", ".join(f"``{f.name}``" for f in dataclasses.fields(strategy.options) if f.name not in common)
+        streams = "; streams" if strategy.streams is not None else ""
+        lines.append(f"* ``{strategy.name}``: {strategy.summary} (:class:`{strategy.options.__name__}`"
+                     f"{': ' + options if options else ''}{streams})")
+    return "\n    ".join(lines)
+
+
+# The docstring's list is the registry's: it cannot fall behind the strategies.
+DecodingConfig.__doc__ = (DecodingConfig.__doc__ or "").replace("{strategies}", _strategy_list())
+
+
+def streaming_config(decoding: DecodingConfig | DecodingOptions) -> DecodingConfig:
+    """``decoding`` as the config of a strategy that streams: a config as it is; an options object as the config of
+    the first streaming strategy whose options class it is (``AlsdPlusOptions(beam_size=8)``: ``beam_alsd_pp``).
+
+    Raises:
+        ValueError: the strategy does not stream (the message names those that do).
+    """
+    if isinstance(decoding, DecodingOptions):
+        strategy = next((name for name in streaming_strategies() if STRATEGIES[name].options is type(decoding)),
+                        None)
+        if strategy is None:
+            raise ValueError(f"no decoding strategy that streams takes {type(decoding).__name__}; "
+                             f"strategies that stream: {', '.join(streaming_strategies())}")
+        return DecodingConfig(strategy, decoding)
+    if STRATEGIES[decoding.strategy].streams is None:
+        raise ValueError(f"decoding strategy {decoding.strategy!r} does not stream; "
+                         f"strategies that stream: {', '.join(streaming_strategies())}")
+    return decoding
+
+
+def stream_search(model: DecodingModel, config: DecodingConfig, max_streams: int,
+                  device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32) -> StreamSearch:
+    """The stream search of ``config``'s strategy (its options and fusions) for up to ``max_streams`` streams of
+    ``model``, run in ``dtype`` on ``device`` (:class:`~transdec.decoding.stream_search.StreamSearch`).
+
+    Raises:
+        ValueError: the strategy does not stream (the message names those that do).
+    """
+    config = streaming_config(config)
+    make = STRATEGIES[config.strategy].streams
+    return make(model, max_streams, config.options, config.fusions, device=device, dtype=dtype)
 
 
 def decode(

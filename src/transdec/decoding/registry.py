@@ -7,6 +7,10 @@ A strategy is a function ``decode_fn(model, encoder_out [B, T, D], lengths [B], 
 function also be called with its options as keywords. The built-in strategies are registered in
 :mod:`transdec.decoding.strategies`; :func:`~transdec.decoding.api.decode` and the command line work on whatever
 is registered.
+
+A strategy may also name its **stream search** (:class:`~transdec.decoding.stream_search.StreamSearch`: the same
+search run on streams whose frames arrive in chunks, with the same result) and its **graph driver** (the search
+captured as CUDA graphs, which the strategy function hands a CUDA batch to through :func:`graph_driver`).
 """
 
 from __future__ import annotations
@@ -22,11 +26,20 @@ import torch
 from transdec.decoding.options import DecodingOptions
 from transdec.decoding.results import DecodingResult
 from transdec.decoding.scoring import Fusion
+from transdec.decoding.stream_search import StreamSearchMaker
 
 
 class DecodeFn(Protocol):
     def __call__(self, model: Any, encoder_out: torch.Tensor, lengths: torch.Tensor,
                  options: DecodingOptions, *, fusions: Sequence[Fusion] = ()) -> DecodingResult: ...
+
+
+class GraphDriver(Protocol):
+    """A strategy's search under CUDA graphs: the result of ``encoder_out [B, T, D]``, or None to decode eagerly (no
+    graph mode usable here; the driver warned why)."""
+
+    def __call__(self, model: Any, encoder_out: torch.Tensor, lengths: torch.Tensor, options: DecodingOptions,
+                 fusions: Sequence[Fusion] = ()) -> DecodingResult | None: ...
 
 
 F = TypeVar("F", bound=Callable[..., DecodingResult])
@@ -58,20 +71,25 @@ def takes_options(options_class: type[DecodingOptions]) -> Callable[[F], F]:
 
 @dataclass(frozen=True)
 class Strategy:
-    """A registered strategy: its ``name``, function, options class and a one-line ``summary``."""
+    """A registered strategy: its ``name``, function, options class, a one-line ``summary``, and where it has them
+    its stream search (``streams``) and CUDA-graph driver (``graphs``)."""
 
     name: str
     decode: DecodeFn
     options: type[DecodingOptions]
     summary: str
+    streams: StreamSearchMaker | None = None
+    graphs: GraphDriver | None = None
 
 
 #: Every registered strategy by name, in registration order.
 STRATEGIES: dict[str, Strategy] = {}
 
 
-def register_strategy(name: str, decode_fn: DecodeFn, options: type[DecodingOptions], summary: str) -> Strategy:
-    """Register ``decode_fn`` under ``name`` with its options class; returns the :class:`Strategy`."""
+def register_strategy(name: str, decode_fn: DecodeFn, options: type[DecodingOptions], summary: str, *,
+                      streams: StreamSearchMaker | None = None, graphs: GraphDriver | None = None) -> Strategy:
+    """Register ``decode_fn`` under ``name`` with its options class, and its stream search and graph driver where
+    it has them; returns the :class:`Strategy`."""
     if name in STRATEGIES:
         raise ValueError(f"a decoding strategy named {name!r} is already registered")
     if not (isinstance(options, type) and issubclass(options, DecodingOptions)):
@@ -80,5 +98,17 @@ def register_strategy(name: str, decode_fn: DecodeFn, options: type[DecodingOpti
     missing = [n for n in ("options", "fusions") if n not in parameters]
     if missing:
         raise TypeError(f"{name}: {decode_fn.__qualname__} takes no argument(s) {missing}")
-    STRATEGIES[name] = Strategy(name, decode_fn, options, summary)
+    STRATEGIES[name] = Strategy(name, decode_fn, options, summary, streams, graphs)
     return STRATEGIES[name]
+
+
+def graph_driver(name: str) -> GraphDriver | None:
+    """The CUDA-graph driver registered for strategy ``name`` (None: it has none, or nothing is registered under
+    that name)."""
+    strategy = STRATEGIES.get(name)
+    return None if strategy is None else strategy.graphs
+
+
+def streaming_strategies() -> list[str]:
+    """The registered strategies that stream, in registration order."""
+    return [name for name, strategy in STRATEGIES.items() if strategy.streams is not None]

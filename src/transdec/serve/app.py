@@ -25,7 +25,7 @@ from transdec.serve.metrics import Metrics
 from transdec.serve.openai_api import transcription_router
 from transdec.serve.options import ServeOptions, streaming_options
 from transdec.serve.streams import StreamingHub
-from transdec.serve.websocket import stream_router
+from transdec.serve.websocket import stream_router, unavailable_stream_router
 from transdec.serve.worker import ModelWorker
 from transdec.streaming import Recognizer
 from transdec.transcribe import Transcript, transcribe
@@ -42,7 +42,7 @@ class ServerState:
     metrics: Metrics
     worker: ModelWorker
     batcher: DynamicBatcher
-    hub: StreamingHub
+    hub: StreamingHub | None  # None where the decoding strategy does not stream
 
 
 def create_app(model: SpeechModel, options: ServeOptions = ServeOptions()) -> FastAPI:
@@ -60,27 +60,35 @@ def create_app(model: SpeechModel, options: ServeOptions = ServeOptions()) -> Fa
     batcher = DynamicBatcher(decode_batch, worker, metrics, model.sample_rate, options.max_batch, options.max_wait_ms,
                              options.max_queue)
     # Boosts given as text are tokenized for the model here, as transcribe does for the batches.
-    recognizer = Recognizer(model, streaming_options(options), bind_boosts(options.decoding, model.tokenizer).fusions)
-    hub = StreamingHub(recognizer, worker, metrics, options.stream_buffer_seconds)
+    try:
+        streaming = streaming_options(options, bind_boosts(options.decoding, model.tokenizer))
+    except ValueError as error:  # the strategy does not stream: transcription only
+        logger.warning("the WebSocket refuses streams: %s", error)
+        hub, stream_routes = None, unavailable_stream_router(str(error))
+    else:
+        hub = StreamingHub(Recognizer(model, streaming), worker, metrics, options.stream_buffer_seconds)
+        stream_routes = stream_router(hub)
     state = ServerState(model, options, metrics, worker, batcher, hub)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         batcher.start()
-        hub.start()
+        if hub is not None:
+            hub.start()
         try:
             yield
         finally:
             # The ASGI server has stopped taking connections and waited for the requests in flight; finish what
             # is queued, then free the model thread.
             await batcher.stop()
-            await hub.stop()
+            if hub is not None:
+                await hub.stop()
             worker.close()
 
     app = FastAPI(title="transdec", summary="Transducer speech recognition, OpenAI-compatible", lifespan=lifespan)
     app.state.transdec = state
     app.include_router(transcription_router(batcher, metrics, options, model.sample_rate))
-    app.include_router(stream_router(hub))
+    app.include_router(stream_routes)
 
     @app.get("/health")
     async def health() -> dict:

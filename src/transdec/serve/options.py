@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from transdec.biasing.items import BoostOptions
-from transdec.decoding import DecodingConfig, GreedyOptions, WindOptions
-from transdec.decoding.beam.alsd_pp import AlsdPlusOptions
-from transdec.decoding.options import BeamOptions
+from transdec.decoding import DecodingConfig
 from transdec.long_audio import ChunkingConfig
 from transdec.streaming import StreamingOptions
 
@@ -25,7 +23,7 @@ class ServeOptions:
         chunking: recordings longer than this are encoded in windows, as ``transdec transcribe`` does.
         boost: the weight (and depth scaling, case variants) of each request's own phrases.
         streaming: the WebSocket streams' recognizer (buffered windows, endpoints, ``max_streams``); its decoding
-            and fusions follow ``decoding`` (see :func:`streaming_options`).
+            and fusions are ``decoding``'s (see :func:`streaming_options`).
         max_batch: requests decoded together in one encoder and decoder call.
         max_wait_ms: how long the first request of a batch waits for others to join it.
         max_queue: requests admitted and not yet decoding (reading their upload, or waiting for a batch); one
@@ -70,18 +68,11 @@ class ServeOptions:
         return int(self.max_request_mb * 1_000_000)
 
 
-def streaming_options(options: ServeOptions) -> StreamingOptions:
-    """``options.streaming`` with the search of ``options.decoding`` where streaming has it: ALSD++ beam search
-    streams as itself, greedy strategies stream greedily (with their WIND window and symbol limit); other beam
-    searches have no streaming form and stream greedily, with their symbol limit."""
-    from dataclasses import replace
+def streaming_options(options: ServeOptions, decoding: DecodingConfig | None = None) -> StreamingOptions:
+    """``options.streaming`` with the server's ``decoding`` (default ``options.decoding``): streams are searched as
+    requests are, the strategy's own stream search with its options and fusions.
 
-    decoding = options.decoding.options
-    if isinstance(decoding, AlsdPlusOptions):
-        search: GreedyOptions = decoding
-    elif isinstance(decoding, WindOptions) and not isinstance(decoding, BeamOptions):
-        search = WindOptions(max_symbols_per_frame=decoding.max_symbols_per_frame, window_size=decoding.window_size)
-    else:
-        search = GreedyOptions(max_symbols_per_frame=getattr(decoding, "max_symbols_per_frame",
-                                                             GreedyOptions().max_symbols_per_frame))
-    return replace(options.streaming, decoding=search)
+    Raises:
+        ValueError: the strategy does not stream (the message names those that do).
+    """
+    return replace(options.streaming, decoding=decoding or options.decoding)

@@ -17,9 +17,9 @@ from starlette.websockets import WebSocketDisconnect, WebSocketState
 
 from transdec.serve.streams import Connection, HubFull, StreamConfig, StreamingHub
 
-#: Close codes (RFC 6455): normal; the data was not what the protocol expects; the config did not come in time;
-#: the server failed; every stream is taken (try again later).
-CLOSE_CODES = {"done": 1000, "bad_data": 1003, "timeout": 1008, "error": 1011, "busy": 1013}
+#: Close codes (RFC 6455): normal; the data was not what the protocol expects; the config did not come in time, or
+#: the server's decoding strategy does not stream; the server failed; every stream is taken (try again later).
+CLOSE_CODES = {"done": 1000, "bad_data": 1003, "timeout": 1008, "unavailable": 1008, "error": 1011, "busy": 1013}
 #: Seconds a client has to send its config after connecting.
 CONFIG_TIMEOUT_SECONDS = 10.0
 
@@ -57,6 +57,19 @@ def stream_router(hub: StreamingHub) -> APIRouter:
             hub.close(connection)
             sender.cancel()
             hub.metrics.stream_ended(outcome)
+
+    return router
+
+
+def unavailable_stream_router(reason: str) -> APIRouter:
+    """The WebSocket route of a server that cannot stream (its decoding strategy has no stream search): every
+    connection is told ``reason`` and closed."""
+    router = APIRouter()
+
+    @router.websocket("/v1/audio/stream")
+    async def stream(websocket: WebSocket) -> None:
+        await websocket.accept()
+        await _close(websocket, "unavailable", reason)
 
     return router
 

@@ -12,14 +12,15 @@
 
 The encoder half turns each stream's audio into encoder frames a chunk at a time
 (:mod:`transdec.streaming.encoders`: buffered windows for any model, caches for cache-aware NeMo encoders); the
-decoder half (:class:`~transdec.decoding.greedy.streaming.GreedyStreams`, or
-:class:`~transdec.decoding.beam.streaming.BeamStreams` for ALSD++ beam search) carries each stream's search across
-chunks, exactly as if it had all the frames at once. After an endpoint (:mod:`transdec.streaming.endpoint`)
+decoder half is the stream search that the decoding strategy registers
+(:class:`~transdec.decoding.stream_search.StreamSearch`: label-looping greedy or ALSD++ beam search), which carries
+each stream's search across chunks, exactly as if it had all the frames at once. After an endpoint (:mod:`transdec.streaming.endpoint`)
 a stream's segment is final and a new one starts, with the predictor afresh, where the last one ended.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -27,10 +28,9 @@ import numpy as np
 import torch
 
 from transdec.audio import as_waveform
-from transdec.decoding import Fusion, GreedyOptions, LabelLoopingOptions, WindOptions
-from transdec.decoding.beam.alsd_pp import AlsdPlusOptions
-from transdec.decoding.beam.streaming import BeamStreams
-from transdec.decoding.greedy.streaming import GreedyStreams
+from transdec.decoding import DecodingConfig, Fusion
+from transdec.decoding.api import stream_search, streaming_config
+from transdec.decoding.stream_search import StreamSearch
 from transdec.protocol import SpeechModel
 from transdec.streaming.encoders import BufferedEncoder, BufferedOptions, EncoderStream, StreamingEncoder
 from transdec.streaming.endpoint import EndpointOptions
@@ -57,16 +57,21 @@ class StreamingOptions:
     Attributes:
         max_streams: streams open at once (the decoder's batch).
         buffered: chunk and context of buffered streaming, for models without a streaming encoder.
-        decoding: the search: greedy (:class:`GreedyOptions`; :class:`WindOptions` or :class:`LabelLoopingOptions`
-            with a ``window_size`` score a WIND window of frames per joint call, for the same result), or ALSD++ beam
-            search (:class:`AlsdPlusOptions`; a segment's result is its best hypothesis).
+        decoding: the search, a strategy that streams with its options and fusions
+            (:func:`~transdec.decoding.registry.streaming_strategies`: greedy label-looping, with a WIND window per
+            joint call where ``window_size > 1``, or ALSD++ beam search, a segment's result its best hypothesis). An
+            options object stands for the strategy that streams with it (``AlsdPlusOptions(beam_size=8)``:
+            ``beam_alsd_pp``); a strategy that does not stream is a ValueError naming those that do.
         endpoint: the endpoint rules; ``None``: one segment per stream, final at the end of its input.
     """
 
     max_streams: int = 16
     buffered: BufferedOptions = BufferedOptions()
-    decoding: GreedyOptions | WindOptions | LabelLoopingOptions | AlsdPlusOptions = GreedyOptions()
+    decoding: DecodingConfig = DecodingConfig()  # or a DecodingOptions, made the config it stands for
     endpoint: EndpointOptions | None = EndpointOptions()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "decoding", streaming_config(self.decoding))
 
 
 class Stream:
@@ -123,9 +128,9 @@ class Stream:
 class Recognizer:
     """Streams of one model, decoded together; see the module docstring.
 
-    ``encoder``: how audio becomes frames; default the model's own streaming encoder where it is a cache-aware one
-    (``model.cache_aware``: NeMo's cache-aware streaming checkpoints, with the look-ahead they were loaded with),
-    else buffered windows (``options.buffered``).
+    ``fusions`` are scored besides those of ``options.decoding``. ``encoder``: how audio becomes frames; default the
+    model's own streaming encoder where it is a cache-aware one (``model.cache_aware``: NeMo's cache-aware streaming
+    checkpoints, with the look-ahead they were loaded with), else buffered windows (``options.buffered``).
     """
 
     def __init__(self, model: SpeechModel, options: StreamingOptions = StreamingOptions(),
@@ -135,11 +140,8 @@ class Recognizer:
             own = getattr(model, "streaming_encoder", None) if getattr(model, "cache_aware", False) else None
             encoder = own() if own is not None else BufferedEncoder(model, options.buffered)
         self.encoder: StreamingEncoder = encoder
-        self.decoder: GreedyStreams | BeamStreams
-        if isinstance(options.decoding, AlsdPlusOptions):
-            self.decoder = BeamStreams(model, options.max_streams, options.decoding, fusions, device=model.device)
-        else:
-            self.decoder = GreedyStreams(model, options.max_streams, options.decoding, fusions, device=model.device)
+        decoding = dataclasses.replace(options.decoding, fusions=(*options.decoding.fusions, *fusions))
+        self.decoder: StreamSearch = stream_search(model, decoding, options.max_streams, device=model.device)
         self.streams: list[Stream] = []
 
     def open(self) -> Stream:

@@ -45,7 +45,7 @@ from transdec.decoding.beam_hyps import (BatchedBeamHyps, extended_hashes, live_
                                          pairwise_equal, same_sequences, step_rows)
 from transdec.decoding.cuda import joint_kernel
 from transdec.decoding.cuda.in_place import set_state
-from transdec.decoding.cuda.search_graphs import graphed_result
+from transdec.decoding.cuda.graph_cache import graphed_result
 from transdec.decoding.emissions import lookup_tables, tdt_advance
 from transdec.decoding.inputs import checked_lengths
 from transdec.decoding.options import ExpansionOptions, GraphOptions, PruningOptions
@@ -75,7 +75,7 @@ def beam_aes_pp(model: DecodingModel, encoder_out: torch.Tensor, lengths: torch.
     means ``"off"`` and a graph mode is a ValueError."""
     lengths = checked_lengths(encoder_out, lengths)
     scoring = Scoring(model.head, fusions)
-    result = graphed_result("transdec.decoding.beam.aes_pp_graphs", model, encoder_out, lengths, options, scoring)
+    result = graphed_result("beam_aes_pp", model, encoder_out, lengths, options, scoring)
     if result is not None:
         return result
     search = AesSearch(model, encoder_out, lengths, options, scoring)

@@ -40,7 +40,7 @@ from transdec.decoding.beam_hyps import BatchedBeamHyps, merge_equal, pairwise_e
 from transdec.decoding.emissions import lookup_tables, tdt_advance
 from transdec.decoding.cuda import joint_kernel
 from transdec.decoding.cuda.in_place import set_state
-from transdec.decoding.cuda.search_graphs import graphed_result
+from transdec.decoding.cuda.graph_cache import graphed_result
 from transdec.decoding.inputs import checked_lengths
 from transdec.decoding.options import GraphOptions, PruningOptions
 from transdec.decoding.registry import takes_options
@@ -68,7 +68,7 @@ def beam_alsd_pp(model: DecodingModel, encoder_out: torch.Tensor, lengths: torch
     ``graph_safe`` (the n-gram LM): with any other ``"auto"`` means ``"off"`` and a graph mode is a ValueError."""
     lengths = checked_lengths(encoder_out, lengths)
     scoring = Scoring(model.head, fusions)
-    result = graphed_result("transdec.decoding.beam.alsd_pp_graphs", model, encoder_out, lengths, options, scoring)
+    result = graphed_result("beam_alsd_pp", model, encoder_out, lengths, options, scoring)
     if result is not None:
         return result
     search = AlsdSearch(model, encoder_out, lengths, options, scoring)

@@ -30,7 +30,7 @@ from transdec.decoding.beam_hyps import (BatchedBeamHyps, extended_hashes, live_
 from transdec.decoding.beam.wind import WindBeamOptions
 from transdec.decoding.cuda import joint_kernel
 from transdec.decoding.cuda.in_place import set_state
-from transdec.decoding.cuda.search_graphs import graphed_result
+from transdec.decoding.cuda.graph_cache import graphed_result
 from transdec.decoding.inputs import check_rnnt_head, checked_lengths
 from transdec.decoding.options import GraphOptions
 from transdec.decoding.registry import takes_options
@@ -59,7 +59,7 @@ def beam_wind_batched(model: DecodingModel, encoder_out: torch.Tensor, lengths: 
     check_rnnt_head(model.head, "beam_wind_batched")
     lengths = checked_lengths(encoder_out, lengths)
     scoring = Scoring(model.head, fusions)
-    result = graphed_result("transdec.decoding.beam.wind_batched_graphs", model, encoder_out, lengths, options, scoring)
+    result = graphed_result("beam_wind_batched", model, encoder_out, lengths, options, scoring)
     if result is not None:
         return result
     search = WindSearch(model, encoder_out, lengths, options, scoring)

@@ -19,7 +19,10 @@ from typing import Any, Callable, Iterator, TypeVar
 
 import torch
 
-from transdec.decoding.scoring import Fusion
+from transdec.decoding.options import GraphOptions
+from transdec.decoding.registry import graph_driver
+from transdec.decoding.results import DecodingResult
+from transdec.decoding.scoring import Fusion, Scoring
 from transdec.protocol import DecodingModel
 
 MIN_FRAME_BUCKET = 64
@@ -188,3 +191,21 @@ def no_garbage_collection() -> Iterator[None]:
     finally:
         if enabled:
             gc.enable()
+
+
+def graphed_result(strategy: str, model: DecodingModel, encoder_out: torch.Tensor, lengths: torch.Tensor,
+                   options: GraphOptions, scoring: Scoring) -> DecodingResult | None:
+    """A strategy's graph dispatch: its result through the graph driver registered for ``strategy`` on CUDA, or None
+    to decode eagerly (a CPU, ``cuda_graphs="off"``, fusions that are not graph-safe under ``"auto"``, no driver
+    registered, or no mode usable here).
+
+    Raises:
+        ValueError: a graph mode asked for with a fusion that is not graph-safe.
+    """
+    if not scoring.graph_safe and options.cuda_graphs not in ("auto", "off"):
+        raise ValueError(f"cuda_graphs={options.cuda_graphs!r} takes only graph-safe fusions (such as the n-gram LM); "
+                         "use 'auto' or 'off'")
+    if encoder_out.device.type != "cuda" or options.cuda_graphs == "off" or not scoring.graph_safe:
+        return None
+    driver = graph_driver(strategy)
+    return None if driver is None else driver(model, encoder_out, lengths, options, scoring.fusions)

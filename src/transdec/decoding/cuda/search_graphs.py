@@ -27,7 +27,6 @@ none is left: a decode never fails because of graphs.
 from __future__ import annotations
 
 import dataclasses
-import importlib
 from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
@@ -139,21 +138,3 @@ def decode_with_graphs(name: str, make_search: OptionsSearchMaker, model: Decodi
                 FAILED_MODES[name, mode, device] = reason
         warn_fallback(f"CUDA graph mode {mode!r} of {name} is not usable here: {reason}")
     return None
-
-
-def graphed_result(graphs_module: str, model: DecodingModel, encoder_out: torch.Tensor, lengths: torch.Tensor,
-                   options: GraphOptions, scoring: Scoring) -> DecodingResult | None:
-    """A beam search strategy's graph dispatch: its result through ``graphs_module``'s ``decode_with_graphs`` on
-    CUDA (imported then, on first use), or None to decode eagerly (a CPU, ``cuda_graphs="off"``, fusions that are not
-    graph-safe under ``"auto"``, or no mode usable here).
-
-    Raises:
-        ValueError: a graph mode asked for with a fusion that is not graph-safe.
-    """
-    if not scoring.graph_safe and options.cuda_graphs not in ("auto", "off"):
-        raise ValueError(f"cuda_graphs={options.cuda_graphs!r} takes only graph-safe fusions (such as the n-gram LM); "
-                         "use 'auto' or 'off'")
-    if encoder_out.device.type != "cuda" or options.cuda_graphs == "off" or not scoring.graph_safe:
-        return None
-    decode = importlib.import_module(graphs_module).decode_with_graphs
-    return decode(model, encoder_out, lengths, options, scoring.fusions)

@@ -35,7 +35,7 @@ from transdec.decoding.cuda.conditional_graphs import ConditionalGraph, While
 from transdec.decoding.cuda.graph_cache import (FAILED_MODES, GraphedSearch, cached, capture_graph, capture_stream,
                                                  failure_reason, frame_bucket, fusions_key, mode_unavailable,
                                                  warn_fallback, weights_version)
-from transdec.decoding.greedy.label_looping import LabelLoopingSearch
+from transdec.decoding.greedy.label_looping import LabelLoopingOptions, LabelLoopingSearch, effective_compute_dtype
 from transdec.decoding.results import DecodingResult
 from transdec.decoding.scoring import Fusion, Scoring
 from transdec.protocol import DecodingModel
@@ -136,6 +136,14 @@ def run_step_pieces(s: LabelLoopingSearch, first: Callable[[], None], search: Ca
 
 def _decisions(result: DecodingResult) -> list[tuple[list[int], list[int], list[int]]]:
     return [(h.tokens, h.timestamps, h.durations) for h in result.hypotheses()]
+
+
+def decode_options_with_graphs(model: DecodingModel, encoder_out: torch.Tensor, lengths: torch.Tensor,
+                               options: LabelLoopingOptions, fusions: Sequence[Fusion] = ()) -> DecodingResult | None:
+    """``greedy_label``'s graph driver: :func:`decode_with_graphs` with the strategy's options (``model`` already
+    in their ``compute_dtype``)."""
+    return decode_with_graphs(model, encoder_out, lengths, options.max_symbols_per_frame, options.window_size,
+                              options.cuda_graphs, effective_compute_dtype(options, encoder_out), fusions)
 
 
 def decode_with_graphs(

@@ -27,24 +27,20 @@ RNN-T is the special case where every chain step is +1, i.e. the first non-blank
 from the run of leading blanks; for multi-blank and TDT the doubling gives output identical to the
 reference. The tests check every head for windows 1 to 64.
 
-:class:`WindowScan` is that window and chain for any rows, each with its own limit on the frames it may read;
-:class:`WindowSkipper` is label-looping's pass on it (the limit: each utterance's length), and the streamed
-search (:mod:`transdec.decoding.greedy.streaming`) takes it with the frames each stream has received as limit.
+:class:`WindowScan` is that window and chain for any rows, each with its own limit on the frames it may read:
+label-looping's windowed pass (:class:`~transdec.decoding.greedy.label_looping.WindowSkipper`) takes each
+utterance's length as the limit, or for streams the frames each stream has received.
 """
 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 import torch
 
 from transdec.decoding.cuda import joint_kernel
 from transdec.decoding.emissions import Emissions, GreedyHead
 from transdec.protocol import Joint, JointOutputLayer
-
-if TYPE_CHECKING:
-    from transdec.decoding.greedy.label_looping import LabelLoopingState
 
 
 def max_advance(read: GreedyHead) -> int:
@@ -134,29 +130,3 @@ class WindowScan:
         leading_blanks = step_blank.long().cumprod(dim=1)  # [B, w]
         crossed = torch.where(leading_blanks.bool(), emissions.scores, 0.0).sum(dim=1)
         return leading_blanks.sum(dim=1), crossed
-
-
-class WindowSkipper(WindowScan):
-    """Label-looping's inner-loop pass with a window: looks for each searching row's next label in ``w`` frames.
-
-    ``max_time`` goes unused (reads are clipped to the last column of ``encoder_proj``, which has that many
-    frames): the arguments are those of the frame-by-frame pass.
-    """
-
-    def __init__(self, read: GreedyHead, joint: Joint, lengths: torch.Tensor, max_symbols_per_frame: int | None,
-                 max_time: int, window: int, joint_layer: JointOutputLayer | None = None) -> None:
-        super().__init__(read, joint, max_symbols_per_frame, window, lengths.shape[0], lengths.device, joint_layer)
-        self.lengths = lengths
-
-    def step(self, state: LabelLoopingState) -> tuple[Emissions, torch.Tensor]:
-        """Same contract as plain label-looping's pass: moves ``state.time`` (in place) over the blanks of one
-        window for the searching rows, adds their log-probs to the scores, and returns the emission at each
-        row's new frame (a label where the row found one) and the rows still searching."""
-        time, tokens_at_frame, searching = state.time, state.tokens_at_frame, state.searching
-        emissions, end, crossed = self.scan(state.encoder_proj, state.predictor_proj, state.context, time,
-                                            self.lengths, tokens_at_frame)
-        state.hyps.add_scores(searching, crossed)
-        time += torch.where(searching, end, 0)
-        tokens_at_frame.masked_fill_(searching & (end > 0), 0)
-        # Rows that found a label stay where they are; later passes re-read the same label there.
-        return self.at(emissions, end), searching & (end >= self.window) & (time < self.lengths)
