@@ -14,8 +14,9 @@ The encoder half turns each stream's audio into encoder frames a chunk at a time
 (:mod:`transdec.streaming.encoders`: buffered windows for any model, caches for cache-aware NeMo encoders); the
 decoder half is the stream search that the decoding strategy registers
 (:class:`~transdec.decoding.stream_search.StreamSearch`: label-looping greedy or ALSD++ beam search), which carries
-each stream's search across chunks, exactly as if it had all the frames at once. After an endpoint (:mod:`transdec.streaming.endpoint`)
-a stream's segment is final and a new one starts, with the predictor afresh, where the last one ended.
+each stream's search across chunks, exactly as if it had all the frames at once. After an endpoint
+(:mod:`transdec.streaming.endpoint`) a stream's segment is final and a new one starts, with the predictor afresh,
+where the last one ended.
 """
 
 from __future__ import annotations

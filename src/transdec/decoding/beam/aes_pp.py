@@ -40,14 +40,12 @@ from typing import Any
 
 import torch
 
-from transdec.decoding.beam.batched_search import BatchedBeamSearch
+from transdec.decoding.beam.batched_search import BatchedBeamSearch, decode_batch
 from transdec.decoding.beam_hyps import (BatchedBeamHyps, extended_hashes, live_entries, merge_equal,
                                          pairwise_equal, same_sequences, step_rows)
 from transdec.decoding.cuda import joint_kernel
 from transdec.decoding.cuda.in_place import set_state
-from transdec.decoding.cuda.graph_cache import graphed_result
 from transdec.decoding.emissions import lookup_tables, tdt_advance
-from transdec.decoding.inputs import checked_lengths
 from transdec.decoding.options import ExpansionOptions, GraphOptions, PruningOptions
 from transdec.decoding.registry import takes_options
 from transdec.decoding.results import DecodingResult, DecodingStats
@@ -73,14 +71,7 @@ def beam_aes_pp(model: DecodingModel, encoder_out: torch.Tensor, lengths: torch.
     from a host loop, ``"off"`` runs eagerly, ``"auto"`` takes the fastest that works here (a mode that cannot be
     used warns once). Graphs take only ``fusions`` whose scorers are ``graph_safe``: with any other ``"auto"``
     means ``"off"`` and a graph mode is a ValueError."""
-    lengths = checked_lengths(encoder_out, lengths)
-    scoring = Scoring(model.head, fusions)
-    result = graphed_result("beam_aes_pp", model, encoder_out, lengths, options, scoring)
-    if result is not None:
-        return result
-    search = AesSearch(model, encoder_out, lengths, options, scoring)
-    search.run()
-    return search.result()
+    return decode_batch("beam_aes_pp", AesSearch, model, encoder_out, lengths, options, fusions)
 
 
 class _Emissions:
@@ -215,12 +206,7 @@ class AesSearch(BatchedBeamSearch):
         The constructor calls it; call it again (in place) after writing new inputs."""
         batch_size, beam = self.slots.shape
         device = self.encoder_out.device
-        flat = batch_size * beam
-        start = torch.full((flat,), self.head.predictor_blank_id, dtype=torch.long, device=device)
-        out, predictor_state = self.predictor.step(start, self.predictor.initial_state(flat))
-        initial = {"encoder_proj": self.joint.project_encoder(self.encoder_out),  # [B, T, J]
-                   "predictor_state": predictor_state, "predictor_proj": self.joint.project_predictor(out),
-                   "scorer_state": self.scoring.initial_state(flat, device)}
+        initial = self._start_fields(batch_size * beam)
         self._start_state(AesState, (batch_size, beam), max(self.max_time * (self.steps + 1), 1), initial,
                           eager={"frame": 0}, in_place={"frame": torch.zeros((), dtype=torch.long, device=device)})
         if self.in_place:

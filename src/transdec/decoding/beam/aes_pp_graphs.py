@@ -10,23 +10,18 @@ the frames, or a graph per frame replayed from the host.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import partial
 
 import torch
 
 from transdec.decoding.beam.aes_pp import AesOptions, AesSearch
 from transdec.decoding.cuda import search_graphs
 from transdec.decoding.results import DecodingResult
-from transdec.decoding.scoring import Fusion, Scoring
+from transdec.decoding.scoring import Fusion
 from transdec.protocol import DecodingModel
 
 #: The first entry of this decoder's keys in the shared graph cache and in FAILED_MODES.
 NAME = "beam_aes_pp"
 
-
-def _search(model: DecodingModel, fusions: Sequence[Fusion], options: AesOptions, encoder_out: torch.Tensor,
-            lengths: torch.Tensor, in_place: bool) -> AesSearch:
-    return AesSearch(model, encoder_out, lengths, options, Scoring(model.head, fusions), in_place=in_place)
 
 
 @torch.inference_mode()
@@ -35,5 +30,5 @@ def decode_with_graphs(model: DecodingModel, encoder_out: torch.Tensor, lengths:
     """Decode with captured AES++ frames in ``options.cuda_graphs`` (or the fastest mode that works, for
     ``"auto"``); None means "decode eagerly" (see :func:`transdec.decoding.cuda.search_graphs.decode_with_graphs`).
     ``fusions`` must be graph-safe (:mod:`transdec.decoding.scoring`)."""
-    return search_graphs.decode_with_graphs(NAME, partial(_search, model), model, encoder_out, lengths, options,
-                                            fusions)
+    return search_graphs.decode_with_graphs(NAME, search_graphs.search_maker(AesSearch, model), model, encoder_out,
+                                            lengths, options, fusions)

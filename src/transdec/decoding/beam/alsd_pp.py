@@ -35,13 +35,11 @@ from typing import Any
 
 import torch
 
-from transdec.decoding.beam.batched_search import BatchedBeamSearch
+from transdec.decoding.beam.batched_search import BatchedBeamSearch, decode_batch
 from transdec.decoding.beam_hyps import BatchedBeamHyps, merge_equal, pairwise_equal, step_rows
 from transdec.decoding.emissions import lookup_tables, tdt_advance
 from transdec.decoding.cuda import joint_kernel
 from transdec.decoding.cuda.in_place import set_state
-from transdec.decoding.cuda.graph_cache import graphed_result
-from transdec.decoding.inputs import checked_lengths
 from transdec.decoding.options import GraphOptions, PruningOptions
 from transdec.decoding.registry import takes_options
 from transdec.decoding.results import DecodingResult, DecodingStats
@@ -66,14 +64,7 @@ def beam_alsd_pp(model: DecodingModel, encoder_out: torch.Tensor, lengths: torch
     host loop, ``"off"`` runs the steps eagerly, ``"auto"`` takes the fastest that works here (a mode that cannot
     be used warns once). Graphs need a ``max_symbols_per_frame``; they take ``fusions`` whose scorers are
     ``graph_safe`` (the n-gram LM): with any other ``"auto"`` means ``"off"`` and a graph mode is a ValueError."""
-    lengths = checked_lengths(encoder_out, lengths)
-    scoring = Scoring(model.head, fusions)
-    result = graphed_result("beam_alsd_pp", model, encoder_out, lengths, options, scoring)
-    if result is not None:
-        return result
-    search = AlsdSearch(model, encoder_out, lengths, options, scoring)
-    search.run()
-    return search.result()
+    return decode_batch("beam_alsd_pp", AlsdSearch, model, encoder_out, lengths, options, fusions)
 
 
 @dataclasses.dataclass(slots=True)
@@ -329,27 +320,11 @@ class AlsdSearch(AlsdSteps, BatchedBeamSearch):
         """Project the encoder output, put one empty hypothesis per utterance at frame 0 and feed the predictor
         the start symbol: a new :attr:`state`, or with ``in_place`` after the first call, the same one written over.
         The constructor calls it; call it again (in place) after writing new inputs."""
-        device = self.encoder_out.device
-        flat = self.rows.shape[0] * self.options.beam_size
-        encoder_proj = self.joint.project_encoder(self.encoder_out)  # [B, T, J]
-        start = torch.full((flat,), self.head.predictor_blank_id, dtype=torch.long, device=device)
-        out, predictor_state = self.predictor.step(start, self.predictor.initial_state(flat))
-        predictor_proj = self.joint.project_predictor(out)  # [B*K, J]
-        scorer_state = self.scoring.initial_state(flat, device)
-        initial = {"encoder_proj": encoder_proj, "predictor_state": predictor_state, "predictor_proj": predictor_proj,
-                   "scorer_state": scorer_state, "context": self.scoring.context(scorer_state)}
+        initial = self._start_fields(self.rows.shape[0] * self.options.beam_size)
+        initial["context"] = self.scoring.context(initial["scorer_state"])
         self._start_state(AlsdState, (self.rows.shape[0], self.options.beam_size), self.capacity, initial)
         if self.in_place:
             self._update_active_any()
-
-    def run(self) -> None:
-        """Step until every hypothesis is finished (in place: from the state :meth:`start` left)."""
-        if self.in_place:
-            while bool(self.state.active_any):
-                self.step()
-        else:
-            while self.step():
-                pass
 
     def step(self) -> bool:
         """One emission for every hypothesis. Without ``in_place``: False (and nothing done) once every

@@ -12,7 +12,6 @@ hypotheses' storage.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import partial
 
 import torch
 
@@ -20,7 +19,7 @@ from transdec.decoding.beam.alsd_pp import AlsdPlusOptions, AlsdSearch
 from transdec.decoding.cuda import search_graphs
 from transdec.decoding.cuda.graph_cache import warn_fallback
 from transdec.decoding.results import DecodingResult
-from transdec.decoding.scoring import Fusion, Scoring
+from transdec.decoding.scoring import Fusion
 from transdec.protocol import DecodingModel
 
 #: The first entry of this decoder's keys in the shared graph cache and in FAILED_MODES.
@@ -33,13 +32,9 @@ class GraphedAlsd(search_graphs.GraphedSteps):
     def __init__(self, model: DecodingModel, batch_size: int, max_time: int, encoder_dim: int, dtype: torch.dtype,
                  device: torch.device, options: AlsdPlusOptions, mode: str = "step_graphs",
                  fusions: Sequence[Fusion] = ()) -> None:
-        super().__init__(lambda captured, *inputs: _search(model, captured, options, *inputs), batch_size, max_time,
+        make = search_graphs.search_maker(AlsdSearch, model)
+        super().__init__(lambda captured, *inputs: make(captured, options, *inputs), batch_size, max_time,
                          encoder_dim, dtype, device, mode, fusions)
-
-
-def _search(model: DecodingModel, fusions: Sequence[Fusion], options: AlsdPlusOptions, encoder_out: torch.Tensor,
-            lengths: torch.Tensor, in_place: bool) -> AlsdSearch:
-    return AlsdSearch(model, encoder_out, lengths, options, Scoring(model.head, fusions), in_place=in_place)
 
 
 @torch.inference_mode()
@@ -51,5 +46,5 @@ def decode_with_graphs(model: DecodingModel, encoder_out: torch.Tensor, lengths:
     if options.max_symbols_per_frame is None:
         warn_fallback("ALSD++ CUDA graphs need a max_symbols_per_frame (it bounds the search's storage)")
         return None
-    return search_graphs.decode_with_graphs(NAME, partial(_search, model), model, encoder_out, lengths, options,
-                                            fusions)
+    return search_graphs.decode_with_graphs(NAME, search_graphs.search_maker(AlsdSearch, model), model, encoder_out,
+                                            lengths, options, fusions)

@@ -1,5 +1,6 @@
-"""What the batched beam searches that CUDA graphs capture share (ALSD++, AES++, batched WIND): how ``start()``
-makes or rewrites the search state, and reading the result back.
+"""What the batched beam searches that CUDA graphs capture share (ALSD++, AES++, batched WIND): the strategy function's
+body (graphs on CUDA, else the eager search), how ``start()`` makes or rewrites the search state, and reading the
+result back.
 
 A search's state is a dataclass with ``hyps`` (:class:`~transdec.decoding.beam_hyps.BatchedBeamHyps`), its own
 fields and ``stats`` / ``calls`` / ``active_any``: without ``in_place`` a new state per start, the call counts on the
@@ -9,27 +10,73 @@ counts (``calls``, predictor then joint) and the loop condition (``active_any``)
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 
 from transdec.decoding.beam_hyps import BatchedBeamHyps
+from transdec.decoding.cuda.graph_cache import graphed_result
 from transdec.decoding.cuda.in_place import copy_of
+from transdec.decoding.inputs import checked_lengths
+from transdec.decoding.options import GraphOptions
 from transdec.decoding.results import DecodingResult, DecodingStats, Hypothesis
-from transdec.decoding.scoring import Scoring
+from transdec.decoding.scoring import Fusion, Scoring
+from transdec.protocol import DecodingModel, HeadSpec, Joint, Predictor
+
+
+def decode_batch(strategy: str, search_class: Callable[..., BatchedBeamSearch], model: DecodingModel,
+                 encoder_out: torch.Tensor, lengths: torch.Tensor, options: GraphOptions,
+                 fusions: Sequence[Fusion]) -> DecodingResult:
+    """A batched beam strategy's result: through its registered graph driver on CUDA (see
+    :func:`~transdec.decoding.cuda.graph_cache.graphed_result`), else ``search_class(model, encoder_out, lengths,
+    options, scoring)`` run eagerly."""
+    lengths = checked_lengths(encoder_out, lengths)
+    scoring = Scoring(model.head, fusions)
+    result = graphed_result(strategy, model, encoder_out, lengths, options, scoring)
+    if result is not None:
+        return result
+    search = search_class(model, encoder_out, lengths, options, scoring)
+    search.run()
+    return search.result()
 
 
 class BatchedBeamSearch:
-    """The shared part of a batched beam search; subclasses set ``state``, ``scoring``, ``options``, ``in_place``
-    and ``encoder_out`` and define ``_set(name, value)`` (:func:`~transdec.decoding.cuda.in_place.set_state`)."""
+    """The shared part of a batched beam search; subclasses set ``state``, ``scoring``, ``options``, ``in_place``,
+    the model's ``head``, ``predictor`` and ``joint`` and ``encoder_out``, and define ``step()`` and
+    ``_set(name, value)`` (:func:`~transdec.decoding.cuda.in_place.set_state`)."""
 
     state: Any
     scoring: Scoring
     options: Any
     in_place: bool
+    head: HeadSpec
+    predictor: Predictor
+    joint: Joint
     encoder_out: torch.Tensor
+    step: Callable[[], object]
     _set: Callable[[str, Any], None]
+
+    def _start_fields(self, rows: int) -> dict[str, Any]:
+        """What every search starts from, for ``rows`` hypotheses: ``encoder_proj`` (the encoder output projected,
+        ``[B, T, J]``), and each hypothesis' predictor fed the start symbol (``predictor_state``,
+        ``predictor_proj [rows, J]``) with its fusions at their start (``scorer_state``)."""
+        device = self.encoder_out.device
+        start = torch.full((rows,), self.head.predictor_blank_id, dtype=torch.long, device=device)
+        out, predictor_state = self.predictor.step(start, self.predictor.initial_state(rows))
+        return {"encoder_proj": self.joint.project_encoder(self.encoder_out), "predictor_state": predictor_state,
+                "predictor_proj": self.joint.project_predictor(out),
+                "scorer_state": self.scoring.initial_state(rows, device)}
+
+    def run(self) -> None:
+        """Step until every hypothesis is finished (in place: from the state ``start()`` left, while the device
+        flag ``state.active_any`` says so; else until ``step()`` says it took none)."""
+        if self.in_place:
+            while bool(self.state.active_any):
+                self.step()
+        else:
+            while self.step():
+                pass
 
     def _start_state(self, make_state: Callable[..., Any], slots: tuple[int, int], capacity: int,
                      initial: dict[str, Any], eager: dict[str, Any] | None = None,

@@ -24,14 +24,13 @@ from typing import Any
 
 import torch
 
-from transdec.decoding.beam.batched_search import BatchedBeamSearch
+from transdec.decoding.beam.batched_search import BatchedBeamSearch, decode_batch
 from transdec.decoding.beam_hyps import (BatchedBeamHyps, extended_hashes, live_entries, merge_equal,
                                          pairwise_equal, ranks_ahead, same_sequences, step_rows)
 from transdec.decoding.beam.wind import WindBeamOptions
 from transdec.decoding.cuda import joint_kernel
 from transdec.decoding.cuda.in_place import set_state
-from transdec.decoding.cuda.graph_cache import graphed_result
-from transdec.decoding.inputs import check_rnnt_head, checked_lengths
+from transdec.decoding.inputs import check_rnnt_head
 from transdec.decoding.options import GraphOptions
 from transdec.decoding.registry import takes_options
 from transdec.decoding.results import DecodingResult, DecodingStats
@@ -57,14 +56,7 @@ def beam_wind_batched(model: DecodingModel, encoder_out: torch.Tensor, lengths: 
     cannot be used warns once). Graphs need a ``max_symbols_per_frame`` and take only graph-safe ``fusions``: with
     any other ``"auto"`` means ``"off"`` and a graph mode is a ValueError."""
     check_rnnt_head(model.head, "beam_wind_batched")
-    lengths = checked_lengths(encoder_out, lengths)
-    scoring = Scoring(model.head, fusions)
-    result = graphed_result("beam_wind_batched", model, encoder_out, lengths, options, scoring)
-    if result is not None:
-        return result
-    search = WindSearch(model, encoder_out, lengths, options, scoring)
-    search.run()
-    return search.result()
+    return decode_batch("beam_wind_batched", WindSearch, model, encoder_out, lengths, options, fusions)
 
 
 # The fields of a store entry or a new hypothesis within a round, each [B, N]: what BatchedBeamHyps keeps per slot,
@@ -136,27 +128,12 @@ class WindSearch(BatchedBeamSearch):
         the start symbol: a new :attr:`state`, or with ``in_place`` after the first call, the same one written over.
         The constructor calls it; call it again (in place) after writing new inputs."""
         batch_size, size = self.slots.shape
-        device = self.encoder_out.device
-        flat = batch_size * size
-        start = torch.full((flat,), self.head.predictor_blank_id, dtype=torch.long, device=device)
-        out, predictor_state = self.predictor.step(start, self.predictor.initial_state(flat))
-        initial = {"encoder_proj": self.joint.project_encoder(self.encoder_out),  # [B, T, J]
-                   "pending": torch.full((batch_size, size), -1, dtype=torch.long, device=device),
-                   "predictor_state": predictor_state, "predictor_proj": self.joint.project_predictor(out),
-                   "scorer_state": self.scoring.initial_state(flat, device)}
+        initial = self._start_fields(batch_size * size)
+        initial["pending"] = torch.full((batch_size, size), -1, dtype=torch.long, device=self.encoder_out.device)
         capacity = max(self.max_time * ((self.options.max_symbols_per_frame or 0) + 1), 1)  # in place only
         self._start_state(WindBeamState, (batch_size, size), capacity, initial)
         if self.in_place:
             self._update_active_any()
-
-    def run(self) -> None:
-        """Run rounds until every hypothesis is finished (in place: from the state :meth:`start` left)."""
-        if self.in_place:
-            while bool(self.state.active_any):
-                self.step()
-        else:
-            while self.step():
-                pass
 
     def step(self) -> bool:
         """One round: expand every utterance's best hypotheses at its earliest frame. Without ``in_place``: False

@@ -13,7 +13,6 @@ other failure.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import partial
 
 import torch
 
@@ -21,16 +20,12 @@ from transdec.decoding.beam.wind_batched import WindBatchedOptions, WindSearch
 from transdec.decoding.cuda import search_graphs
 from transdec.decoding.cuda.graph_cache import warn_fallback
 from transdec.decoding.results import DecodingResult
-from transdec.decoding.scoring import Fusion, Scoring
+from transdec.decoding.scoring import Fusion
 from transdec.protocol import DecodingModel
 
 #: The first entry of this decoder's keys in the shared graph cache and in FAILED_MODES.
 NAME = "beam_wind_batched"
 
-
-def _search(model: DecodingModel, fusions: Sequence[Fusion], options: WindBatchedOptions, encoder_out: torch.Tensor,
-            lengths: torch.Tensor, in_place: bool) -> WindSearch:
-    return WindSearch(model, encoder_out, lengths, options, Scoring(model.head, fusions), in_place=in_place)
 
 
 @torch.inference_mode()
@@ -42,5 +37,5 @@ def decode_with_graphs(model: DecodingModel, encoder_out: torch.Tensor, lengths:
     if options.max_symbols_per_frame is None:
         warn_fallback("WIND beam CUDA graphs need a max_symbols_per_frame (it bounds the search's storage)")
         return None
-    return search_graphs.decode_with_graphs(NAME, partial(_search, model), model, encoder_out, lengths, options,
-                                            fusions)
+    return search_graphs.decode_with_graphs(NAME, search_graphs.search_maker(WindSearch, model), model, encoder_out,
+                                            lengths, options, fusions)

@@ -53,6 +53,17 @@ SearchMaker = Callable[[Sequence[Fusion], torch.Tensor, torch.Tensor, bool], Any
 OptionsSearchMaker = Callable[[Sequence[Fusion], Any, torch.Tensor, torch.Tensor, bool], Any]
 
 
+def search_maker(search_class: Callable[..., Any], model: DecodingModel) -> OptionsSearchMaker:
+    """The :data:`OptionsSearchMaker` of a batched search class made as ``search_class(model, encoder_out, lengths,
+    options, scoring, in_place=...)`` (ALSD++'s, AES++'s, batched WIND beam's)."""
+
+    def make(fusions: Sequence[Fusion], options: Any, encoder_out: torch.Tensor, lengths: torch.Tensor,
+             in_place: bool) -> Any:
+        return search_class(model, encoder_out, lengths, options, Scoring(model.head, fusions), in_place=in_place)
+
+    return make
+
+
 class GraphedSteps(GraphedSearch):
     """The search ``make_search`` makes with ``fusions``, for one batch size, frame capacity and dtype, captured as a
     start and a step graph and run in ``mode`` (see the module docstring)."""

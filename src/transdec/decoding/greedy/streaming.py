@@ -88,11 +88,13 @@ class GreedyStreams:
         projected = steps.joint.project_predictor(steps.predictor.step(blank[:1], steps.predictor.initial_state(1))[0])
         zeros = torch.zeros_like(blank)
         no = torch.zeros_like(self.is_open)
+        width = projected.shape[-1]
         return LabelLoopingState(
-            hyps=BatchedHyps(slots, 1, self.device, self.dtype), encoder_proj=projected.new_zeros(slots, 1, projected.shape[-1]),
-            time=zeros, tokens_at_frame=zeros.clone(), labels=blank, predictor_state=steps.predictor.initial_state(slots),
+            hyps=BatchedHyps(slots, 1, self.device, self.dtype), encoder_proj=projected.new_zeros(slots, 1, width),
+            time=zeros, tokens_at_frame=zeros.clone(), labels=blank,
+            predictor_state=steps.predictor.initial_state(slots),
             scorer_state=steps.scoring.initial_state(slots, self.device), active=no, active_any=no.any(),
-            stats=DecodingStats(), pending=~no, predictor_proj=projected.new_zeros(slots, projected.shape[-1]))
+            stats=DecodingStats(), pending=~no, predictor_proj=projected.new_zeros(slots, width))
 
     @torch.inference_mode()
     def open(self) -> int:
