@@ -262,8 +262,8 @@ def test_each_layer_imports_without_the_layers_above(layer: str) -> None:
 #: Inside ``transdec.decoding``, lowest first: the core the searches share, the CUDA-graph machinery, the searches
 #: (each with its CUDA-graph driver), and the registry of built-in strategies with the entry points on top.
 DECODING_LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("core", ("options", "registry", "results", "scoring", "inputs", "emissions", "compute_dtype", "batched_hyps",
-              "beam_hyps", "stream_frames")),
+    ("core", ("options", "registry", "results", "hypothesis", "scoring", "inputs", "emissions", "compute_dtype",
+              "batched_hyps", "beam_hyps", "stream_frames")),
     ("cuda", ("cuda",)),
     ("searches", ("greedy", "beam")),
     ("entry points", ("", "strategies", "api", "flags")),
