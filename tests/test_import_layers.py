@@ -48,9 +48,6 @@ LAYER_NAMES = [name for name, _ in LAYERS]
 UPWARD_INSIDE_FUNCTIONS = {
     # `model.transcribe(...)`: a method for convenience; transcription is the layer above the models.
     ("transdec.transcribing", "transdec.transcribe"),
-    # `load_model` loads every kind of model, above the adapters; it is found beside save_model as well.
-    ("transdec.model", "transdec.loading"),
-    ("transdec.model.checkpoint", "transdec.loading"),
 }
 #: Modules that do something when imported: ``python -m transdec`` runs the command line.
 NOT_IMPORTABLE = {"transdec.__main__"}
