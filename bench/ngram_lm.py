@@ -20,7 +20,7 @@ import torch
 
 from transdec.lm import NGramLM, read_arpa
 from transdec.lm.ngram import TOKEN_OFFSET
-from transdec.model.checkpoint import load_model
+from transdec.loading import load_model
 
 VOCAB = 1024
 

@@ -21,7 +21,8 @@ import copy
 
 import torch
 
-from transdec.model.checkpoint import load_model, save_model
+from transdec.loading import load_model
+from transdec.model.checkpoint import save_model
 from transdec.model.conformer import ConformerBlock
 from transdec.model.transducer_model import TransducerModel
 

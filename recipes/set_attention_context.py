@@ -16,7 +16,8 @@ import os
 
 import torch
 
-from transdec.model.checkpoint import load_model, read_checkpoint
+from transdec.loading import load_model
+from transdec.model.checkpoint import read_checkpoint
 
 
 def main() -> None:

@@ -180,7 +180,7 @@ def test_beam_search_nbest_in_jsonl(workspace: Path, capsys) -> None:
 def test_front_end_sherpa_decodes_sherpa_onnx_s_features(capsys) -> None:
     """--front-end sherpa: the transcripts of load_model(..., front_end="sherpa"), not of the model's features."""
     pytest.importorskip("kaldi_native_fbank")
-    from transdec.model.checkpoint import load_model
+    from transdec.loading import load_model
 
     files = sorted(str(p) for p in (Path(__file__).resolve().parent.parent / "examples").glob("*.flac"))
     code, out, _ = cli(capsys, "transcribe", *files, "--front-end", "sherpa", "--format", "jsonl")
@@ -196,7 +196,7 @@ def test_local_attention_for_nemo_models(capsys) -> None:
     """--local-attention LEFT[,RIGHT] switches a NeMo model's encoder as use_local_attention does; other models
     and bad windows are one-line errors."""
     pytest.importorskip("omegaconf")
-    from transdec.model.checkpoint import load_model
+    from transdec.loading import load_model
 
     root = Path(__file__).resolve().parent
     nemo = root / "fixtures" / "nemo" / "fc_rnnt.nemo"
@@ -468,7 +468,7 @@ def test_item_errors_start_with_the_command_and_cannot_write_says_why(workspace:
 
 
 def test_load_model_messages_say_what_loads(tmp_path: Path) -> None:
-    from transdec.model.checkpoint import load_model
+    from transdec.loading import load_model
 
     with pytest.raises(ValueError, match="a directory without .onnx files; expected .* an ONNX export directory"):
         load_model(tmp_path)

@@ -1,11 +1,17 @@
-"""transdec's modules form layers that import downward only, and its top-level modules have no import cycle.
+"""transdec's modules form layers that import downward only, and no modules import each other in a circle.
 
-Each layer may import the layers below it at module level, never one above: each is imported in a fresh
-interpreter whose import system refuses every module of the layers above. Imports inside functions may be of any
-layer below (they are how optional extras, ONNX Runtime or NeMo's YAML, load); the few that reach up are listed in
-:data:`UPWARD_INSIDE_FUNCTIONS`, each with its reason.
+Each layer may import the layers below it, never one above: at module level (each layer is imported in a fresh
+interpreter whose import system refuses every module of the layers above), inside functions (how optional extras,
+ONNX Runtime or NeMo's YAML, load on first use) and under ``if TYPE_CHECKING:`` alike.
 
-``transdec.decoding`` is one layer here, whatever its inner structure.
+No module imports itself through others, whichever way each import is made: at module level, inside a function or
+for annotations only. Python runs such a circle when the imports that close it wait for a function call or are
+never executed, but its modules still cannot be read, tested or moved one without the others. The import graph
+is read from the source (AST only), with relative imports resolved and ``from transdec.x import y`` counted as an
+import of the module ``transdec.x.y`` where there is one, else of ``transdec.x`` (a package: its ``__init__``).
+
+``transdec.decoding`` is one layer here, whatever its inner structure; the same rule holds inside it, one level
+down (:data:`DECODING_LAYERS`).
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ import ast
 import json
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -26,17 +33,19 @@ PACKAGE = SRC / "transdec"
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("base", ("transdec", "transdec.protocol", "transdec.runtime", "transdec.padding", "transdec.audio",
               "transdec.manifest", "transdec.sources", "transdec.metrics", "transdec.sample_windows",
-              "transdec.transcribing", "transdec.pretrained", "transdec.tensor_files")),
+              "transdec.pretrained", "transdec.tensor_files")),
     ("decoding", ("transdec.decoding",)),
+    ("biasing", ("transdec.biasing",)),  # a fusion: a TokenScorer, written against decoding only
+    # Audio to text through any SpeechModel (the protocol, not a model class), and the `model.transcribe(...)`
+    # method the models mix in: below the models, as decoding is.
+    ("transcribing", ("transdec.long_audio", "transdec.transcribe", "transdec.transcribing")),
     ("losses", ("transdec.losses",)),
     ("model", ("transdec.model",)),
     ("lm", ("transdec.lm",)),  # lm.build tokenizes text with the model's tokenizer
-    ("biasing", ("transdec.biasing",)),  # a fusion, like the LM
     ("export", ("transdec.export",)),
     ("adapters", ("transdec.adapters",)),  # the ONNX adapter computes an export's front end (transdec.export)
     ("loading", ("transdec.loading",)),
-    ("transcription", ("transdec.long_audio", "transdec.transcribe", "transdec.transcribe_files",
-                       "transdec.evaluate", "transdec.inspect_model")),
+    ("transcription", ("transdec.transcribe_files", "transdec.evaluate", "transdec.inspect_model")),
     ("scale", ("transdec.scale",)),  # transcription on a Ray cluster, written as transcription writes
     ("streaming", ("transdec.streaming",)),  # segments carry transcription's word timings
     ("serve", ("transdec.serve",)),  # HTTP: transcription batched, streams over a WebSocket
@@ -44,14 +53,6 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("cli", ("transdec.cli", "transdec.console", "transdec.__main__")),
 ]
 LAYER_NAMES = [name for name, _ in LAYERS]
-#: ``(importing module, imported module)``: the imports into a higher layer made inside functions, on first use.
-UPWARD_INSIDE_FUNCTIONS = {
-    # `model.transcribe(...)`: a method for convenience; transcription is the layer above the models.
-    ("transdec.transcribing", "transdec.transcribe"),
-    # `load_model` loads every kind of model, above the adapters; it is found beside save_model as well.
-    ("transdec.model", "transdec.loading"),
-    ("transdec.model.checkpoint", "transdec.loading"),
-}
 #: Modules that do something when imported: ``python -m transdec`` runs the command line.
 NOT_IMPORTABLE = {"transdec.__main__"}
 
@@ -83,61 +84,62 @@ def unit_of(module: str) -> str:
     return ".".join(module.split(".")[:2])
 
 
-def module_level_imports(path: Path) -> set[str]:
-    """The transdec modules ``path`` imports when it is imported: not inside functions, nor under
-    ``if TYPE_CHECKING:`` (annotations only)."""
+MODULE_LEVEL, INSIDE_A_FUNCTION, FOR_ANNOTATIONS = "at module level", "inside a function", "under TYPE_CHECKING"
+
+
+@dataclass(frozen=True)
+class Import:
+    """One import of a transdec module, where the source makes it: line, and ``where`` (one of
+    :data:`MODULE_LEVEL`, :data:`INSIDE_A_FUNCTION`, :data:`FOR_ANNOTATIONS`)."""
+
+    target: str
+    line: int
+    where: str
+
+
+def imports_of(path: Path) -> list[Import]:
+    """Every import of a transdec module in ``path``, at module level, inside functions and under
+    ``if TYPE_CHECKING:``."""
     module = module_name(path)
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    found: set[str] = set()
 
-    def resolve(node: ast.ImportFrom) -> str:
-        if not node.level:
-            return node.module or ""
-        base = package.split(".")[: len(package.split(".")) - node.level + 1]
-        return ".".join(base + ([node.module] if node.module else []))
+    def targets(node: ast.Import | ast.ImportFrom) -> list[str]:
+        if isinstance(node, ast.Import):
+            return [alias.name for alias in node.names]
+        if node.level:
+            parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+            source = ".".join(parts + ([node.module] if node.module else []))
+        else:
+            source = node.module or ""
+        return [f"{source}.{alias.name}" if f"{source}.{alias.name}" in MODULES else source for alias in node.names]
 
-    def visit(body: list[ast.stmt]) -> None:
-        for node in body:
-            if isinstance(node, ast.Import):
-                found.update(alias.name for alias in node.names)
-            elif isinstance(node, ast.ImportFrom):
-                source = resolve(node)
-                found.add(source)
-                # `from transdec.x import y` imports the module transdec.x.y where there is one.
-                found.update(f"{source}.{alias.name}" for alias in node.names
-                             if f"{source}.{alias.name}" in MODULES)
-            elif isinstance(node, ast.If):
-                if "TYPE_CHECKING" not in ast.unparse(node.test):
-                    visit(node.body)
-                visit(node.orelse)
-            elif isinstance(node, ast.Try):
-                visit(node.body)
-                for handler in node.handlers:
-                    visit(handler.body)
-                visit(node.orelse)
-                visit(node.finalbody)
-            elif isinstance(node, (ast.With, ast.ClassDef)):  # class bodies run at import time
-                visit(node.body)
+    found: list[Import] = []
 
-    visit(ast.parse(path.read_text(encoding="utf-8")).body)
-    return {name for name in found if name == "transdec" or name.startswith("transdec.")}
+    def visit(node: ast.AST, where: str) -> None:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            found.extend(Import(target, node.lineno, where) for target in targets(node) if target in MODULES)
+            return
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            where = INSIDE_A_FUNCTION
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for child in node.body:
+                visit(child, FOR_ANNOTATIONS if where == MODULE_LEVEL else where)
+            for child in node.orelse:
+                visit(child, where)
+            return
+        for child in ast.iter_child_nodes(node):  # class bodies, try, with, ...: run when the module is imported
+            visit(child, where)
 
-
-def imports_inside_functions(path: Path) -> set[str]:
-    """The transdec modules ``path`` imports inside its functions (on first use, not when it is imported)."""
-    found: set[str] = set()
-    for function in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            for node in ast.walk(function):
-                if isinstance(node, ast.Import):
-                    found.update(alias.name for alias in node.names)
-                elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-                    found.add(node.module)
-    return {name for name in found if name in MODULES}
+    visit(ast.parse(path.read_text(encoding="utf-8")), MODULE_LEVEL)
+    return found
 
 
 MODULES = set(all_modules())
-GRAPH = {module_name(path): module_level_imports(path) for path in PACKAGE.rglob("*.py")}
+PATHS = {module_name(path): path for path in PACKAGE.rglob("*.py")}
+#: Every module's imports of transdec modules, wherever they are made.
+IMPORTS = {module: imports_of(path) for module, path in PATHS.items()}
+#: The transdec modules each module imports when it is imported.
+GRAPH = {module: {i.target for i in imports if i.where == MODULE_LEVEL} for module, imports in IMPORTS.items()}
 
 
 def test_every_module_has_a_layer() -> None:
@@ -145,36 +147,82 @@ def test_every_module_has_a_layer() -> None:
     assert not unplaced, f"add these modules to a layer in LAYERS: {unplaced}"
 
 
+def _upward_imports(where: set[str]) -> list[str]:
+    """The imports made ``where`` into a higher layer, one line each, naming the file and line."""
+    upward = []
+    for module, imports in sorted(IMPORTS.items()):
+        for found in sorted(imports, key=lambda i: i.line):
+            if found.where in where and (layer_of(found.target) or 0) > (layer_of(module) or 0):
+                upward.append(f"{_source_line(module, found)}: {module} ({LAYER_NAMES[layer_of(module) or 0]}) "
+                              f"imports {found.target} ({LAYER_NAMES[layer_of(found.target) or 0]}) {found.where}")
+    return upward
+
+
+def _source_line(module: str, found: Import) -> str:
+    return f"{PATHS[module].relative_to(SRC.parent)}:{found.line}"
+
+
 def test_module_level_imports_point_down() -> None:
     """The same rule as the import test below, read from the source: quick, and it names every offending line."""
-    upward = []
-    for module, imported in sorted(GRAPH.items()):
-        for target in sorted(imported):
-            if target in MODULES and (layer_of(target) or 0) > (layer_of(module) or 0):
-                upward.append(f"{module} ({LAYER_NAMES[layer_of(module) or 0]}) imports {target} "
-                              f"({LAYER_NAMES[layer_of(target) or 0]})")
+    upward = _upward_imports({MODULE_LEVEL})
     assert not upward, "imports into a higher layer:\n" + "\n".join(upward)
 
 
-def test_imports_inside_functions_reach_up_only_where_listed() -> None:
-    upward = set()
-    for path in PACKAGE.rglob("*.py"):
-        module = module_name(path)
-        upward.update((module, target) for target in imports_inside_functions(path)
-                      if (layer_of(target) or 0) > (layer_of(module) or 0))
-    unlisted = sorted(upward - UPWARD_INSIDE_FUNCTIONS)
-    assert not unlisted, ("imports into a higher layer inside functions; import downward, or list them in "
-                          f"UPWARD_INSIDE_FUNCTIONS with the reason: {unlisted}")
-    assert upward == UPWARD_INSIDE_FUNCTIONS, f"listed but gone: {sorted(UPWARD_INSIDE_FUNCTIONS - upward)}"
+def test_imports_inside_functions_and_for_annotations_point_down() -> None:
+    upward = _upward_imports({INSIDE_A_FUNCTION, FOR_ANNOTATIONS})
+    assert not upward, "imports into a higher layer:\n" + "\n".join(upward)
+
+
+def test_modules_import_each_other_in_no_circle() -> None:
+    edges = {module: {i.target for i in imports} - {module} for module, imports in IMPORTS.items()}
+    circles = _circles(edges)
+    assert not circles, "modules that import each other in a circle:\n\n" + "\n\n".join(
+        _describe(_find_cycle({module: edges[module] & circle for module in circle}) or []) for circle in circles)
 
 
 def test_top_level_modules_have_no_import_cycle() -> None:
+    """Between top-level modules and subpackages (``transdec.model``, ``transdec.loading``, ...): a circle there
+    ties them together even when no two files import each other."""
     edges: dict[str, set[str]] = {}
-    for module, imported in GRAPH.items():
+    for module, imports in IMPORTS.items():
         source = unit_of(module)
-        edges.setdefault(source, set()).update(unit_of(t) for t in imported if t in MODULES and unit_of(t) != source)
+        edges.setdefault(source, set()).update(unit_of(i.target) for i in imports if unit_of(i.target) != source)
     cycle = _find_cycle(edges)
-    assert cycle is None, "import cycle at module level: " + " -> ".join(cycle or [])
+    made_by = [f"  {source} -> {target}: " + "; ".join(dict.fromkeys(
+        f"{_source_line(module, found)} {found.where}" for module, imports in sorted(IMPORTS.items())
+        if unit_of(module) == source for found in imports if unit_of(found.target) == target))
+        for source, target in zip(cycle or [], (cycle or [])[1:])]
+    assert cycle is None, "import cycle between top-level modules: " + " -> ".join(cycle or []) + "\n" + "\n".join(
+        made_by)
+
+
+def _describe(cycle: list[str]) -> str:
+    """``cycle`` (a path that returns to its start) as the lines of source that make it."""
+    lines = []
+    for module, target in zip(cycle, cycle[1:]):
+        found = min((i for i in IMPORTS[module] if i.target == target), key=lambda i: i.line)
+        lines.append(f"  {_source_line(module, found)} imports {target} {found.where}")
+    return "\n".join(lines)
+
+
+def _circles(edges: dict[str, set[str]]) -> list[frozenset[str]]:
+    """The strongly connected parts of ``edges`` with more than one node: the sets of nodes that reach each
+    other."""
+    reach = {node: _reachable(edges, node) for node in edges}
+    parts = {frozenset({node} | {other for other in reach[node] if node in reach.get(other, ())}) for node in edges}
+    return sorted((part for part in parts if len(part) > 1), key=sorted)
+
+
+def _reachable(edges: dict[str, set[str]], start: str) -> set[str]:
+    """The nodes reached from ``start`` in one step or more."""
+    seen: set[str] = set()
+    stack = list(edges.get(start, ()))
+    while stack:
+        node = stack.pop()
+        if node not in seen:
+            seen.add(node)
+            stack.extend(edges.get(node, ()))
+    return seen
 
 
 def _find_cycle(edges: dict[str, set[str]]) -> list[str] | None:
@@ -206,9 +254,12 @@ def _find_cycle(edges: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
-def test_find_cycle_finds_one() -> None:
+def test_find_cycle_and_circles_find_one() -> None:
     assert _find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert _find_cycle({"a": {"b", "c"}, "b": {"c"}, "c": set()}) is None
+    assert _circles({"a": {"b"}, "b": {"a", "c"}, "c": {"d"}, "d": {"c"}, "e": {"a"}}) == [
+        frozenset({"a", "b"}), frozenset({"c", "d"})]
+    assert _circles({"a": {"b", "c"}, "b": {"c"}, "c": set()}) == []
 
 
 #: Run in a fresh interpreter: refuse the modules of the layers above, import every module of the layer, and
@@ -262,8 +313,8 @@ def test_each_layer_imports_without_the_layers_above(layer: str) -> None:
 #: Inside ``transdec.decoding``, lowest first: the core the searches share, the CUDA-graph machinery, the searches
 #: (each with its CUDA-graph driver), and the registry of built-in strategies with the entry points on top.
 DECODING_LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("core", ("options", "registry", "results", "scoring", "inputs", "emissions", "compute_dtype", "batched_hyps",
-              "beam_hyps", "stream_frames", "stream_search")),
+    ("core", ("options", "registry", "results", "hypothesis", "scoring", "inputs", "emissions", "compute_dtype",
+              "batched_hyps", "beam_hyps", "stream_frames", "stream_search")),
     ("cuda", ("cuda",)),
     ("searches", ("greedy", "beam")),
     ("entry points", ("", "strategies", "api", "flags")),
@@ -276,13 +327,15 @@ def decoding_layer_of(module: str) -> int:
 
 
 def test_decoding_imports_point_down_inside_the_package() -> None:
-    modules = [m for m in GRAPH if m == "transdec.decoding" or m.startswith("transdec.decoding.")]
+    """Every import inside ``transdec.decoding``, in functions and for annotations too."""
+    modules = [m for m in IMPORTS if m == "transdec.decoding" or m.startswith("transdec.decoding.")]
     assert all(decoding_layer_of(m) is not None for m in modules)
-    upward = [f"{module} imports {target}" for module in sorted(modules) for target in sorted(GRAPH[module])
+    imported = {module: {i.target for i in IMPORTS[module]} for module in modules}
+    upward = [f"{module} imports {target}" for module in sorted(modules) for target in sorted(imported[module])
               if target.startswith("transdec.decoding.") and decoding_layer_of(target) > decoding_layer_of(module)]
     assert not upward, "imports into a higher layer of transdec.decoding:\n" + "\n".join(upward)
     edges: dict[str, set[str]] = {}
     for module in modules:
-        edges[module] = {t for t in GRAPH[module] if t in MODULES and t.startswith("transdec.decoding.")}
+        edges[module] = {t for t in imported[module] if t in MODULES and t.startswith("transdec.decoding.")}
     cycle = _find_cycle(edges)
     assert cycle is None, "import cycle inside transdec.decoding: " + " -> ".join(cycle or [])

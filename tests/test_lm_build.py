@@ -140,7 +140,7 @@ def test_estimator_refuses_bad_input():
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    from transdec.model.checkpoint import load_model
+    from transdec.loading import load_model
 
     return load_model("tiny-en-rnnt").tokenizer
 

@@ -164,7 +164,7 @@ def test_random_decoder_is_reproducible_and_leaves_global_rng_alone():
 
 
 def test_bundled_model_is_a_speech_model():
-    from transdec.model.checkpoint import load_model
+    from transdec.loading import load_model
     from transdec.protocol import SpeechModel
 
     assert isinstance(load_model("tiny-en-rnnt"), SpeechModel)

@@ -17,7 +17,8 @@ import torch
 import transdec
 from helpers import TEXTS, TRAINING_HEADS, tiny_config, write_corpus
 from transdec import cli
-from transdec.model.checkpoint import load_model, save_model
+from transdec.loading import load_model
+from transdec.model.checkpoint import save_model
 from transdec.model.tokenizer import Tokenizer
 from transdec.model.transducer_model import TransducerModel
 

@@ -56,10 +56,10 @@ def test_words_group_tokens_with_times_and_confidences(model) -> None:
 
 
 def test_long_recording_features_in_chunks_equal_whole(model) -> None:
-    from transdec.long_audio import raw_features_in_chunks
+    from transdec.model.windowed_features import raw_features_in_chunks
 
     waveform = torch.randn(16000 * 3) * 0.1
-    chunked = raw_features_in_chunks(model, waveform, frames_per_chunk=37)
+    chunked = raw_features_in_chunks(model.config.features, waveform, frames_per_chunk=37)
     import dataclasses
 
     from transdec.model.features import FbankExtractor

@@ -32,12 +32,11 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from transdec.model.windowed_features import raw_features_in_chunks
 from transdec.padding import pad_batch
 from transdec.protocol import SpeechModel
 
 __all__ = ["GLOBAL_ATTENTION_CONTEXT_SECONDS", "ChunkingConfig", "WindowedEncodingWarning", "context_seconds",
-           "encode_batch", "encode_long", "needs_chunking", "raw_features_in_chunks"]
+           "encode_batch", "encode_long", "needs_chunking"]
 
 GLOBAL_ATTENTION_CONTEXT_SECONDS = 5.0
 

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:  # annotations only: transcription is a layer above the models
-    from transdec.audio import AudioInput
-    from transdec.decoding import DecodingConfig
-    from transdec.transcribe import Transcript
+from transdec.audio import AudioInput
+from transdec.decoding import DecodingConfig
+from transdec.transcribe import Transcript, transcribe
 
 
 class Transcribing:
@@ -18,7 +17,4 @@ class Transcribing:
                    batch_size: int = 16, **options: Any) -> list[Transcript]:
         """Audio files or 1-D sample arrays -> one :class:`~transdec.transcribe.Transcript` each (see
         :func:`transdec.transcribe.transcribe`)."""
-        # Imported on first use: the models import this module, and transcription imports the models.
-        from transdec.transcribe import transcribe
-
         return transcribe(self, inputs, decoding, batch_size, **options)  # type: ignore[arg-type]

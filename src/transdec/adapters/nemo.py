@@ -22,7 +22,7 @@ import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 import torch
 from torch import Tensor, nn
@@ -31,6 +31,7 @@ from transdec.adapters.nemo_archive import NemoArchive, read_nemo_archive
 from transdec.adapters.nemo_encoder import NemoConformerEncoder, NemoEncoderConfig, UnsupportedConfig
 from transdec.adapters.nemo_features import NemoMelConfig, NemoMelFrontEnd, recording_statistics
 from transdec.adapters.nemo_predictor import NemoStatelessPredictor
+from transdec.adapters.nemo_streaming import CacheAwareStreamingEncoder, streaming_problems
 from transdec.audio import check_float_waveforms
 from transdec.model.joint import JointNetwork
 from transdec.model.predictors import LSTMPredictor
@@ -38,9 +39,6 @@ from transdec.model.tokenizer import Tokenizer
 from transdec.protocol import HeadSpec
 from transdec.sample_windows import encode_windows, plan_windows
 from transdec.transcribing import Transcribing
-
-if TYPE_CHECKING:  # the streaming encoder loads when asked for
-    from transdec.adapters.nemo_streaming import CacheAwareStreamingEncoder
 
 SUPPORTED_CLASSES = ("EncDecRNNTBPEModel", "EncDecHybridRNNTCTCBPEModel")
 #: Model classes that are known and not Transducers with a BPE tokenizer, with what they are.
@@ -187,8 +185,6 @@ class NemoTransducer(Transcribing, nn.Module):
     @property
     def cache_aware(self) -> bool:
         """Whether this is a cache-aware streaming model that :meth:`streaming_encoder` streams."""
-        from transdec.adapters.nemo_streaming import streaming_problems
-
         return not streaming_problems(self, tuple(self.att_context_size))
 
     def streaming_encoder(self, att_context_size: Sequence[int] | None = None) -> CacheAwareStreamingEncoder:
@@ -199,8 +195,6 @@ class NemoTransducer(Transcribing, nn.Module):
         Raises ``ValueError`` saying why for a model that is not a cache-aware streaming one (no causal
         subsampling or convolutions, attention not ``chunked_limited``, normalised features, ...): those stream
         through ``transdec.streaming.BufferedEncoder`` instead."""
-        from transdec.adapters.nemo_streaming import CacheAwareStreamingEncoder
-
         return CacheAwareStreamingEncoder(self, att_context_size)
 
     @property

@@ -42,21 +42,40 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Any, Callable, Protocol
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from transdec.adapters.nemo_encoder import (ConformerLayer, ConvolutionModule, RelPositionAttention,
-                                            _masked_softmax_average, _rel_shift, context_mask, relative_positions)
+from transdec.adapters.nemo_encoder import (ConformerLayer, ConvolutionModule, NemoConformerEncoder,
+                                            RelPositionAttention, _masked_softmax_average, _rel_shift, context_mask,
+                                            relative_positions)
+from transdec.adapters.nemo_features import NemoMelFrontEnd
 from transdec.model.conformer import depthwise_conv1d
 
-if TYPE_CHECKING:
-    from transdec.adapters.nemo import NemoTransducer
+
+class NemoStreamingModel(Protocol):
+    """What streaming reads of a NeMo model: :class:`~transdec.adapters.nemo.NemoTransducer` has it. Typed by its
+    parts rather than by that class, since :mod:`transdec.adapters.nemo` builds streaming encoders from this
+    module."""
+
+    preprocessor: NemoMelFrontEnd
+    encoder: NemoConformerEncoder
+    metadata: dict[str, Any]
+    external_front_end: Callable[[Tensor, Tensor | None], tuple[Tensor, Tensor]] | None
+
+    @property
+    def device(self) -> torch.device: ...
+
+    @property
+    def sample_rate(self) -> int: ...
+
+    @property
+    def frame_shift_seconds(self) -> float: ...
 
 
-def streaming_problems(model: NemoTransducer, context: tuple[int, int]) -> list[str]:
+def streaming_problems(model: NemoStreamingModel, context: tuple[int, int]) -> list[str]:
     """Why ``model`` cannot stream cache-aware with look-ahead ``context`` (empty: it can)."""
     config, features = model.encoder.config, model.preprocessor.config
     problems = []
@@ -85,7 +104,7 @@ class CacheAwareStreamingEncoder:
     module docstring). Made by :meth:`NemoTransducer.streaming_encoder`; ``att_context_size`` is the look-ahead
     (default the model's current one), which must be one the model was trained with."""
 
-    def __init__(self, model: NemoTransducer, att_context_size: Sequence[int] | None = None) -> None:
+    def __init__(self, model: NemoStreamingModel, att_context_size: Sequence[int] | None = None) -> None:
         config = model.encoder.config
         context = tuple(int(c) for c in (att_context_size or config.att_context_size))
         if context not in config.att_context_sizes:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from transdec.decoding.results import Hypothesis
+from transdec.decoding.hypothesis import Hypothesis
 
 
 class BatchedHyps:
@@ -16,7 +16,7 @@ class BatchedHyps:
         lengths: ``[B]`` number of tokens in each hypothesis.
         tokens, timestamps, durations: ``[B, L]`` int64; entries at or past ``lengths`` are undefined.
         token_logprobs: ``[B, L]`` float.
-        scores: ``[B]`` float, the path log-probability (see :class:`~transdec.decoding.results.Hypothesis`).
+        scores: ``[B]`` float, the path log-probability (see :class:`~transdec.decoding.hypothesis.Hypothesis`).
     """
 
     def __init__(

@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from transdec.decoding.results import Hypothesis
+from transdec.decoding.hypothesis import Hypothesis
 from transdec.protocol import Joint, Predictor, PredictorState
 
 HASH_BASE = 1_000_003

@@ -6,35 +6,14 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from transdec.decoding.batched_hyps import BatchedHyps
+from transdec.decoding.hypothesis import Hypothesis
+
 if TYPE_CHECKING:
     import torch
 
-    from transdec.decoding.batched_hyps import BatchedHyps
-
-
-@dataclass
-class Hypothesis:
-    """One decoded utterance.
-
-    Attributes:
-        tokens: token ids, in order (blanks are never included).
-        timestamps: the encoder frame each token was emitted at.
-        durations: frames each token consumes: the predicted duration for TDT, 0 for RNN-T and
-            multi-blank (their labels never advance time).
-        token_logprobs: log-probability of each token's label (for TDT without the duration term).
-        score: log-probability of the whole decoded path: every label and blank emission, including
-            TDT duration terms (the forced blank after ``max_symbols_per_frame`` tokens counts like any blank).
-            With fusions, the fused score; for beam search with log-sum-exp merging, the merged score of
-            every path to these tokens the search combined.
-        am_score: beam search only (else None): ``score`` without the fusions' terms.
-    """
-
-    tokens: list[int] = field(default_factory=list)
-    timestamps: list[int] = field(default_factory=list)
-    durations: list[int] = field(default_factory=list)
-    token_logprobs: list[float] = field(default_factory=list)
-    score: float = 0.0
-    am_score: float | None = None
+# Hypothesis has a module of its own, below batched_hyps, which builds them; it is part of what decoders return.
+__all__ = ["DecodingResult", "DecodingStats", "Hypothesis"]
 
 
 @dataclass
@@ -77,8 +56,6 @@ class DecodingResult:
     def from_nbest(cls, nbest: list[list[Hypothesis]], stats: DecodingStats, device: torch.device,
                    float_dtype: torch.dtype) -> DecodingResult:
         """A beam search's result from each utterance's n-best list (best first, never empty)."""
-        from transdec.decoding.batched_hyps import BatchedHyps  # here: batched_hyps imports this module
-
         best = [hyps[0] for hyps in nbest]
         return cls(BatchedHyps.from_hypotheses(best, device, float_dtype), stats, nbest=nbest)
 

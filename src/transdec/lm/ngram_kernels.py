@@ -17,18 +17,39 @@ That is KenLM's rule, as in :mod:`transdec.lm.ngram`, with no host sync and the 
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import torch
-
-if TYPE_CHECKING:
-    from transdec.lm.ngram import NGramLM
 
 try:
     import triton
     import triton.language as tl
 except ImportError:  # the CPU wheels of torch come without Triton
     triton = None
+
+
+class NGramTables(Protocol):
+    """The tensors of an n-gram LM that scoring reads: :class:`~transdec.lm.ngram.NGramLM` has them. Typed by its
+    tables rather than by that class, since :mod:`transdec.lm.ngram` calls this module. ``S`` states, ``A`` arcs
+    (sorted by state, then word), ``V`` tokens, ``W = V + 2`` word columns."""
+
+    order: int
+    vocab_size: int
+    num_dense: int  # states 0 .. num_dense - 1 (the root, the unigram contexts) have a dense row
+    search_steps: int
+    token_column: torch.Tensor  # [V]: each token's word column
+    backoff: torch.Tensor  # [S]
+    backoff_to: torch.Tensor  # [S]
+    arc_start: torch.Tensor  # [S]
+    arc_count: torch.Tensor  # [S]
+    arc_token: torch.Tensor  # [A]: the word column
+    arc_logprob: torch.Tensor  # [A]
+    arc_key: torch.Tensor  # [A]: state * W + word column
+    root_logprobs: torch.Tensor  # [W]
+    dense: torch.Tensor  # [num_dense, W]: resolved log-probabilities
+
+    @property
+    def width(self) -> int: ...
 
 
 def kernel_available(device: torch.device) -> bool:
@@ -39,13 +60,13 @@ def kernel_available(device: torch.device) -> bool:
     return device.type == "cuda" or os.environ.get("TRITON_INTERPRET") == "1"
 
 
-def search_steps(lm: NGramLM) -> int:
+def search_steps(lm: NGramTables) -> int:
     """Binary-search steps that find a word among the arcs of any one state: ``ceil(log2(max arcs + 1))``."""
     most = int(lm.arc_count.max()) if lm.arc_count.numel() else 0
     return max(1, most.bit_length())
 
 
-def token_logprobs_searched(lm: NGramLM, states: torch.Tensor) -> torch.Tensor:
+def token_logprobs_searched(lm: NGramTables, states: torch.Tensor) -> torch.Tensor:
     """``[N, V]``: ln p(token | state) for ``states [N]``, each pair resolved by :func:`torch.searchsorted`."""
     columns = lm.token_column.unsqueeze(0)  # [1, V]
     scores = torch.zeros(states.shape[0], lm.vocab_size, dtype=lm.root_logprobs.dtype, device=states.device)
@@ -66,7 +87,7 @@ def token_logprobs_searched(lm: NGramLM, states: torch.Tensor) -> torch.Tensor:
     return torch.where(found, scores, total_backoff + rest)
 
 
-def token_logprobs_kernel(lm: NGramLM, states: torch.Tensor, block: int = 256) -> torch.Tensor:
+def token_logprobs_kernel(lm: NGramTables, states: torch.Tensor, block: int = 256) -> torch.Tensor:
     """:func:`token_logprobs_searched` as one Triton kernel launch."""
     out = torch.empty(states.shape[0], lm.vocab_size, dtype=lm.root_logprobs.dtype, device=states.device)
     if states.shape[0] == 0:

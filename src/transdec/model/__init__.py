@@ -1,7 +1,5 @@
 """transdec's own models: feature extractor, encoders, predictors, joint and tokenizer, behind :mod:`transdec.protocol`."""
 
-from typing import Any
-
 from transdec.model.checkpoint import save_model
 from transdec.model.conformer import ConformerConfig, ConformerEncoder
 from transdec.model.features import FbankConfig, FbankExtractor
@@ -24,16 +22,5 @@ __all__ = [
     "Tokenizer",
     "TransducerDecoder",
     "TransducerModel",
-    "load_model",
     "save_model",
 ]
-
-
-def __getattr__(name: str) -> Any:
-    # `load_model` loads every kind of model, so it lives above the adapters (transdec.loading); it is found here
-    # as well without this package importing the layers above it.
-    if name == "load_model":
-        from transdec.loading import load_model
-
-        return load_model
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -94,14 +94,3 @@ def bundled_model_path(name: str) -> Path:
     if not path.exists():
         raise FileNotFoundError(f"bundled model {name!r} is missing from this installation ({path})")
     return path
-
-
-def __getattr__(name: str) -> Any:
-    # `load_model` loads every kind of model (NeMo checkpoints and ONNX exports too), so it lives above the
-    # adapters, in transdec.loading; it is found here as well, beside save_model, without this module importing
-    # the layers above it.
-    if name == "load_model":
-        from transdec.loading import load_model
-
-        return load_model
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

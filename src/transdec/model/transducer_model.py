@@ -223,7 +223,8 @@ class TransducerModel(Transcribing, nn.Module):
         """``waveform [N]`` -> ``(encoder_out [1, T, D], [1])`` in windows of features normalised over the whole
         recording (:mod:`transdec.model.windowed_features`); see
         :meth:`~transdec.protocol.SpeechModel.encode_in_windows`."""
-        return encode_feature_windows(self, waveform, chunk_seconds, context_seconds)
+        return encode_feature_windows(self.config.features, self.encoder, self.encode_features, waveform,
+                                      chunk_seconds, context_seconds)
 
     def default_length_policy(self, device: torch.device | str) -> LengthPolicy:
         """The policy :meth:`encode` follows on ``device`` in eval mode when none is passed: :attr:`length_policy`

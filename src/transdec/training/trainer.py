@@ -38,11 +38,12 @@ import torch.nn.functional as F
 
 from transdec.decoding import DecodingConfig
 from transdec.decoding.options import option
+from transdec.loading import load_model
 from transdec.losses import transducer_loss
 from transdec.losses.pruned import pruned_transducer_loss
 from transdec.manifest import ManifestEntry
 from transdec.metrics import word_error_rate
-from transdec.model.checkpoint import load_model, save_model
+from transdec.model.checkpoint import save_model
 from transdec.model.joint import SimpleJoint
 from transdec.model.tokenizer import Tokenizer
 from transdec.model.transducer_model import ModelConfig, TransducerModel

@@ -39,7 +39,7 @@ ranked by their combination, and a token from bucket ``n - 1`` leaves the frame 
 ``None`` there is one bucket and no limit; a frame's expansion then ends only by the beam criterion.
 
 The n-best are the finished entries ranked by score (by score per token with ``length_norm``; Graves ranks by
-``log Pr(y) / |y|``, which ``length_norm=True`` gives). A :class:`~transdec.decoding.results.Hypothesis` reports
+``log Pr(y) / |y|``, which ``length_norm=True`` gives). A :class:`~transdec.decoding.hypothesis.Hypothesis` reports
 the sequence, the alignment (timestamps, durations, token log-probs) of the best single path among those its
 entry combined, ``score`` (the combined fused score) and ``am_score`` (the same paths' combined score without
 fusions; with ``"max"``, the best path's).
