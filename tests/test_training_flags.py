@@ -58,7 +58,7 @@ def started(monkeypatch) -> list[tuple[TrainConfig, ModelConfig]]:
             pass
 
     monkeypatch.setattr(trainer, "Trainer", Recorder)
-    monkeypatch.setattr(cli, "_device_problem", lambda name: None)  # "cuda" parses on a machine without one
+    monkeypatch.setattr(cli.train, "device_problem", lambda name: None)  # "cuda" parses on a machine without one
     monkeypatch.setenv("TRANSDEC_GLIBC_MALLOC", "default")  # leave this process's allocator as it is
     return runs
 

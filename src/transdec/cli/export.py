@@ -1,0 +1,39 @@
+"""``transdec export onnx``: a model as the ONNX files sherpa-onnx and transdec load."""
+
+from __future__ import annotations
+
+import argparse
+
+from transdec.cli.common import fail
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("export", help="export a model to another runtime (ONNX)",
+                              description="Export a model for deployment (docs/deploy.md).")
+    commands = p.add_subparsers(dest="export_command", required=True, metavar="{onnx}")
+    onnx = commands.add_parser(
+        "onnx", help="encoder, decoder and joiner as ONNX files that sherpa-onnx and transdec load",
+        description="Write encoder.onnx, decoder.onnx, joiner.onnx (self-contained, dynamic batch and time axes), "
+                    "tokens.txt and tokenizer.model to OUT_DIR: NeMo-transducer layout for LSTM predictors "
+                    "(sherpa-onnx model_type nemo_transducer), icefall layout for stateless ones (model_type "
+                    "transducer). transdec.load_model(OUT_DIR) decodes the export with every transdec decoder.")
+    onnx.add_argument("model", help="bundled model name, model file or .nemo checkpoint")
+    onnx.add_argument("out_dir", help="directory to write the files to (created if missing)")
+    onnx.add_argument("--max-frames", type=int, default=None,
+                      help="encoder frames the rotary position tables cover (default 20000: 26 min at 8x)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from transdec.export.onnx import DEFAULT_MAX_FRAMES, export_onnx
+    from transdec.loading import load_model
+
+    try:
+        result = export_onnx(load_model(args.model), args.out_dir, max_frames=args.max_frames or DEFAULT_MAX_FRAMES)
+    except ImportError as error:
+        return fail("transdec export onnx", f"{error} (pip install 'transdec[onnx]')")
+    except (OSError, ValueError) as error:
+        return fail("transdec export onnx", error)
+    written = [p.name for p in (result.encoder, result.decoder, result.joiner, result.tokens)]
+    written += ["tokenizer.model"] if (result.directory / "tokenizer.model").is_file() else []
+    print(f"wrote {result.layout}-layout ONNX model to {result.directory}: {', '.join(written)}")
+    return 0

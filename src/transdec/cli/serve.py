@@ -1,0 +1,92 @@
+"""``transdec serve``: the HTTP server (the serve extra): OpenAI's transcription API, batched, and streaming
+recognition over a WebSocket."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+
+from transdec.cli.argtypes import at_least, finite, seconds
+from transdec.cli.common import (add_buffered_arguments, add_device_argument, add_length_policy_arguments,
+                                 add_long_audio_arguments, add_model_argument, buffered_options, chunking,
+                                 device_problem, fail, load_for_decoding, require_one_strategy)
+from transdec.cli.fusions import (add_boost_arguments, add_lm_arguments, boost_options, lm_problem,
+                                  require_one_lm_weight)
+from transdec.decoding.flags import add_decoding_arguments, decoding_configs
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "serve", help="an HTTP server: OpenAI's transcription API, streaming over a WebSocket, metrics",
+        description="Serve a model over HTTP (pip install 'transdec[serve]'; docs/serve.md): POST "
+                    "/v1/audio/transcriptions as OpenAI's API has it, requests arriving together decoded in one "
+                    "batch; streaming recognition over the WebSocket /v1/audio/stream; GET /health and GET /metrics "
+                    "(Prometheus). SIGTERM or Ctrl-C stops taking requests, finishes those in flight and exits 0.")
+    add_model_argument(p)
+    add_device_argument(p)
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s; 0.0.0.0: all)")
+    p.add_argument("--port", type=at_least(0), default=8000, help="(default: %(default)s)")
+    p.add_argument("--language", default="en",
+                   help="the language the model transcribes (ISO-639-1; requests naming another are refused; "
+                        "'any' accepts all; default: %(default)s)")
+    limits = p.add_argument_group("batching and limits")
+    limits.add_argument("--max-batch", type=at_least(1), default=16, help="requests decoded together (default: 16)")
+    limits.add_argument("--max-wait-ms", type=seconds, default=10.0,
+                        help="how long a request waits for others to batch with (default: 10)")
+    limits.add_argument("--max-queue", type=at_least(1), default=64,
+                        help="requests admitted and not yet decoding; more get 503 with Retry-After (default: 64)")
+    limits.add_argument("--max-audio-seconds", type=finite, default=300.0,
+                        help="the longest recording a request may send (default: 300)")
+    limits.add_argument("--max-request-mb", type=finite, default=25.0, help="the largest request (default: 25)")
+    limits.add_argument("--max-streams", type=at_least(1), default=16,
+                        help="WebSocket streams at once, decoded in one batch; more are closed with 1013 "
+                             "(default: 16)")
+    streaming = p.add_argument_group("streaming (buffered windows, as transdec stream)")
+    add_buffered_arguments(streaming, chunk_help="audio encoded at a time (default: 480)")
+    add_length_policy_arguments(p)
+    add_long_audio_arguments(p)
+    add_lm_arguments(p)
+    add_boost_arguments(p, items=False)
+    p.add_argument("--allow-upsampling", action="store_true", help="accept audio below the model's sample rate")
+    add_decoding_arguments(p, default="greedy_label")
+
+
+def run(args: argparse.Namespace) -> int:
+    import importlib.util
+
+    try:  # the serve extra
+        import fastapi  # noqa: F401
+        import uvicorn  # noqa: F401
+
+        if not (importlib.util.find_spec("python_multipart") or importlib.util.find_spec("multipart")):
+            raise ImportError("python-multipart, which reads uploaded forms, is not installed")
+        from transdec.serve import ServeOptions, run as run_server
+    except ImportError as error:
+        return fail("transdec serve", f"{error}; pip install 'transdec[serve]'")
+    from transdec.streaming import StreamingOptions
+
+    try:  # every option is checked before the model is loaded
+        decodings = decoding_configs(args)
+        require_one_strategy(args, decodings, "serve")
+        problem = lm_problem(args) or device_problem(args.device)
+        if problem:
+            raise ValueError(problem)
+        require_one_lm_weight(args, "serve")
+        args.item_phrases = True  # each request may bring its own phrases, boosted with --boost-weight
+        boost = boost_options(args)
+        streaming = StreamingOptions(args.max_streams, buffered_options(args))
+        try:
+            options = ServeOptions(model_name=args.model, language=None if args.language == "any" else args.language,
+                                   decoding=decodings[0], chunking=chunking(args), boost=boost, streaming=streaming,
+                                   max_batch=args.max_batch, max_wait_ms=args.max_wait_ms, max_queue=args.max_queue,
+                                   max_audio_seconds=args.max_audio_seconds, max_request_mb=args.max_request_mb,
+                                   allow_upsampling=args.allow_upsampling)
+        except ValueError as error:  # ServeOptions names its field first: name the flag instead
+            field, _, rest = str(error).partition(" ")
+            raise ValueError(f"--{field.replace('_', '-')} {rest}") from None
+        model, decodings = load_for_decoding(args, decodings, boost)
+        options = dataclasses.replace(options, decoding=decodings[0])
+    except (FileNotFoundError, ValueError) as error:
+        return fail("transdec serve", error)
+    run_server(model, options, args.host, args.port)
+    return 0

@@ -1,0 +1,83 @@
+"""``transdec stream``: streaming recognition of audio files (decoded together, as their audio arrives) or of a
+microphone, final segments written as they end."""
+
+from __future__ import annotations
+
+import argparse
+
+from transdec.cli.argtypes import at_least, look_ahead, milliseconds
+from transdec.cli.common import (add_buffered_arguments, add_device_argument, add_model_argument, buffered_options,
+                                 device_problem, fail)
+from transdec.cli.fusions import (add_boost_arguments, add_lm_arguments, boost_fusions, boost_options, lm_fusions,
+                                  lm_problem, require_one_lm_weight)
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "stream", help="streaming recognition of audio files or a microphone, partial and final results as they come",
+        description="Stream audio files, each as one stream decoded together with the others as its audio arrives "
+                    "(at real-time speed with --realtime), or a microphone (--mic). Final segments (ended by "
+                    "silence, see docs/streaming.md) are written as they end; --partials shows the growing "
+                    "result on standard error. Cache-aware NeMo checkpoints stream with their caches "
+                    "(--att-context-size); other models in buffered windows, whose latency is --chunk-ms plus "
+                    "--right-context-ms.")
+    p.add_argument("paths", nargs="*", metavar="PATH")
+    add_model_argument(p)
+    add_device_argument(p)
+    add_buffered_arguments(p, chunk_help="audio encoded at a time, rounded to encoder frames (default: 480)")
+    p.add_argument("--att-context-size", type=look_ahead, default=None, metavar="LEFT,RIGHT",
+                   help="cache-aware NeMo models: the look-ahead, one the model was trained with, e.g. 70,6 (chunks "
+                        "of RIGHT + 1 frames; default the model's first); they ignore the three options above")
+    p.add_argument("--max-streams", type=at_least(1), default=None,
+                   help="streams at once; more files wait for a free one (default: the files, at most 32)")
+    p.add_argument("--beam-size", type=at_least(1), default=None,
+                   help="ALSD++ beam search with this beam, each segment its best hypothesis (default: greedy)")
+    p.add_argument("--window-size", type=at_least(1), default=1,
+                   help="greedy: the WIND window, frames scored per joint call while looking for the next label "
+                        "(1 = frame by frame; never changes the output; default: 1)")
+    add_lm_arguments(p)
+    add_boost_arguments(p, items=False)
+    p.add_argument("--realtime", action="store_true", help="feed the files at real-time speed")
+    p.add_argument("--piece-ms", type=milliseconds(1), default=0.1, dest="piece",
+                   help="audio fed (or read from the microphone) at a time (default: 100)")
+    p.add_argument("--no-endpoint", action="store_true", help="one segment per stream, final at its end")
+    p.add_argument("--format", choices=["text", "jsonl"], default="text",
+                   help="text: a line per segment with its times; jsonl: with word times and confidences")
+    p.add_argument("--partials", action="store_true", help="print partial results to standard error")
+    p.add_argument("--mic", action="store_true", help="stream the microphone instead of files (transdec[mic])")
+    p.add_argument("--mic-device", default=None, help="sounddevice input name or index (default: the default)")
+    p.add_argument("--seconds", type=float, default=None, help="with --mic: stop after this long (default: Ctrl-C)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from transdec.decoding import WindOptions
+    from transdec.decoding.beam.alsd_pp import AlsdPlusOptions
+    from transdec.loading import load_model
+    from transdec.streaming import EndpointOptions, Recognizer, StreamingOptions
+    from transdec.streaming.files import FeedOptions, stream_files, stream_microphone
+
+    try:
+        if bool(args.paths) == args.mic:
+            raise ValueError("give audio files or --mic, not both" if args.mic else "no audio files given (or --mic)")
+        problem = lm_problem(args) or device_problem(args.device)
+        if problem:
+            raise ValueError(problem)
+        require_one_lm_weight(args, "stream")
+        if args.beam_size and args.window_size > 1:
+            raise ValueError("--window-size: greedy search only, not with --beam-size")
+        boost = boost_options(args)
+        options = StreamingOptions(
+            max_streams=args.max_streams or min(max(1, len(args.paths)), 32),
+            buffered=buffered_options(args),
+            decoding=(AlsdPlusOptions(beam_size=args.beam_size) if args.beam_size
+                      else WindOptions(window_size=args.window_size)),
+            endpoint=None if args.no_endpoint else EndpointOptions())
+        model = load_model(args.model, device=args.device, att_context_size=args.att_context_size)
+        recognizer = Recognizer(model, options, lm_fusions(args, model) + boost_fusions(args, model, boost))
+        feed = FeedOptions(args.piece, args.realtime)
+        if args.mic:
+            device = int(args.mic_device) if args.mic_device and args.mic_device.isdigit() else args.mic_device
+            return stream_microphone(recognizer, device, args.seconds, feed, args.format == "jsonl", True)
+        return stream_files(recognizer, args.paths, feed, args.format == "jsonl", args.partials)
+    except (FileNotFoundError, ValueError) as error:
+        return fail("transdec stream", error)
