@@ -122,3 +122,20 @@ def test_more_files_than_streams_wait_for_a_free_one(capsys):
     records = [json.loads(line) for line in out.splitlines()]
     assert [r["path"] for r in records] == [LOGIC, LOGIC, "examples/piper_are_you_making_this_up.flac"]
     assert records[0]["text"] == records[1]["text"] == LOGIC_TEXT
+
+
+def test_the_decoding_flags_are_transcribes_and_a_strategy_that_does_not_stream_is_refused(capsys):
+    """``--decoding`` and the options of the strategies that stream, generated as for ``transcribe``; without
+    ``--decoding``, the first strategy that streams and takes the options given."""
+    code, out, err = cli(capsys, "stream", LOGIC, "--decoding", "beam_alsd_pp", "--beam-size", "2", "--format", "jsonl")
+    assert code == 0, err
+    assert json.loads(out)["text"] == LOGIC_TEXT
+    code, out, err = cli(capsys, "stream", LOGIC, "--window-size", "4", "--format", "jsonl")
+    assert code == 0, err
+    assert json.loads(out)["text"] == LOGIC_TEXT
+    code, _, err = cli(capsys, "stream", LOGIC, "--decoding", "beam_maes")
+    assert code == 2
+    assert "'beam_maes' does not stream; strategies that stream: greedy_label, greedy_wind, greedy_reference, " \
+           "beam_alsd_pp" in err
+    code, _, err = cli(capsys, "stream", LOGIC, "--beam-size", "2", "--window-size", "3")
+    assert code == 2 and "takes all of --beam-size, --window-size" in err

@@ -7,9 +7,12 @@ import argparse
 
 from transdec.cli.argtypes import at_least, look_ahead, milliseconds
 from transdec.cli.common import (add_buffered_arguments, add_device_argument, add_model_argument, buffered_options,
-                                 device_problem, fail)
-from transdec.cli.fusions import (add_boost_arguments, add_lm_arguments, boost_fusions, boost_options, lm_fusions,
-                                  lm_problem, require_one_lm_weight)
+                                 device_problem, fail, require_one_strategy)
+from transdec.cli.fusions import (add_boost_arguments, add_lm_arguments, boost_options, lm_problem,
+                                  require_one_lm_weight, with_fusions)
+from transdec.decoding.flags import add_decoding_arguments, decoding_configs
+from transdec.decoding.registry import streaming_strategies
+from transdec.decoding.stream_search import IGNORED_OPTIONS
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -30,11 +33,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         "of RIGHT + 1 frames; default the model's first); they ignore the three options above")
     p.add_argument("--max-streams", type=at_least(1), default=None,
                    help="streams at once; more files wait for a free one (default: the files, at most 32)")
-    p.add_argument("--beam-size", type=at_least(1), default=None,
-                   help="ALSD++ beam search with this beam, each segment its best hypothesis (default: greedy)")
-    p.add_argument("--window-size", type=at_least(1), default=1,
-                   help="greedy: the WIND window, frames scored per joint call while looking for the next label "
-                        "(1 = frame by frame; never changes the output; default: 1)")
     add_lm_arguments(p)
     add_boost_arguments(p, items=False)
     p.add_argument("--realtime", action="store_true", help="feed the files at real-time speed")
@@ -47,33 +45,33 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--mic", action="store_true", help="stream the microphone instead of files (transdec[mic])")
     p.add_argument("--mic-device", default=None, help="sounddevice input name or index (default: the default)")
     p.add_argument("--seconds", type=float, default=None, help="with --mic: stop after this long (default: Ctrl-C)")
+    add_decoding_arguments(p, default=None, strategies=streaming_strategies(), leave_out=IGNORED_OPTIONS)
 
 
 def run(args: argparse.Namespace) -> int:
-    from transdec.decoding import WindOptions
-    from transdec.decoding.beam.alsd_pp import AlsdPlusOptions
+    from transdec.decoding.api import streaming_config
     from transdec.loading import load_model
     from transdec.streaming import EndpointOptions, Recognizer, StreamingOptions
     from transdec.streaming.files import FeedOptions, stream_files, stream_microphone
 
-    try:
+    try:  # every option is checked before the model is loaded
         if bool(args.paths) == args.mic:
             raise ValueError("give audio files or --mic, not both" if args.mic else "no audio files given (or --mic)")
         problem = lm_problem(args) or device_problem(args.device)
         if problem:
             raise ValueError(problem)
         require_one_lm_weight(args, "stream")
-        if args.beam_size and args.window_size > 1:
-            raise ValueError("--window-size: greedy search only, not with --beam-size")
+        decodings = decoding_configs(args)
+        require_one_strategy(args, decodings, "stream")
+        streaming_config(decodings[0])  # a strategy that does not stream is refused here, naming those that do
         boost = boost_options(args)
+        model = load_model(args.model, device=args.device, att_context_size=args.att_context_size)
+        decodings = with_fusions(args, model, decodings, boost)
         options = StreamingOptions(
             max_streams=args.max_streams or min(max(1, len(args.paths)), 32),
-            buffered=buffered_options(args),
-            decoding=(AlsdPlusOptions(beam_size=args.beam_size) if args.beam_size
-                      else WindOptions(window_size=args.window_size)),
+            buffered=buffered_options(args), decoding=decodings[0],
             endpoint=None if args.no_endpoint else EndpointOptions())
-        model = load_model(args.model, device=args.device, att_context_size=args.att_context_size)
-        recognizer = Recognizer(model, options, lm_fusions(args, model) + boost_fusions(args, model, boost))
+        recognizer = Recognizer(model, options)
         feed = FeedOptions(args.piece, args.realtime)
         if args.mic:
             device = int(args.mic_device) if args.mic_device and args.mic_device.isdigit() else args.mic_device

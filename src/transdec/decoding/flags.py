@@ -79,10 +79,10 @@ def _parser_of(flag: _Flag) -> Callable[[str], Any]:
 
 
 def add_decoding_arguments(parser: argparse.ArgumentParser, default: str | None, several: bool = False,
-                           strategies: Sequence[str] | None = None) -> None:
+                           strategies: Sequence[str] | None = None, leave_out: Sequence[str] = ()) -> None:
     """Add ``--decoding`` (one strategy, or a comma-separated list if ``several``) and every option of the
-    ``strategies`` offered (default: every registered one). ``default`` None: the first strategy offered that takes
-    every option given."""
+    ``strategies`` offered (default: every registered one) but those in ``leave_out`` (the command does not use
+    them). ``default`` None: the first strategy offered that takes every option given."""
     offered = list(strategies or STRATEGIES)
     listing = "; ".join(f"{name}: {STRATEGIES[name].summary}" for name in offered)
     default_text = "%(default)s" if default else "the first of these that takes every option given"
@@ -91,7 +91,7 @@ def add_decoding_arguments(parser: argparse.ArgumentParser, default: str | None,
                         + f" (default: {default_text}). {listing}")
     parser.set_defaults(**{_OFFERED: offered})
     group = parser.add_argument_group("decoding options (each names the strategies it applies to)")
-    for flag in _flags(offered).values():
+    for flag in (flag for flag in _flags(offered).values() if flag.name not in leave_out):
         name, dest = "--" + flag.name.replace("_", "-"), _DEST_PREFIX + flag.name
         if flag.value_type is bool and not flag.optional:  # a switch: --length-norm / --no-length-norm
             group.add_argument(name, dest=dest, action=argparse.BooleanOptionalAction, default=argparse.SUPPRESS,

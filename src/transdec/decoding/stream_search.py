@@ -20,6 +20,11 @@ from transdec.decoding.results import DecodingStats, Hypothesis
 from transdec.decoding.scoring import Fusion
 
 
+#: Options of a strategy that its stream search does not read: streams run eagerly (no CUDA graphs, the predictor and
+#: joint in the model's dtype, the threads the caller set) and a segment's result is the best hypothesis.
+IGNORED_OPTIONS = ("cpu_threads", "cuda_graphs", "compute_dtype", "nbest")
+
+
 class StreamSearch(Protocol):
     """Streams of one model decoded together; frames, timestamps and positions count from each stream's start."""
 
