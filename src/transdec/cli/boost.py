@@ -1,23 +1,20 @@
-"""``transdec boost build``: a phrase list tokenized for a model and compiled into the boosting tree that
-``--boost-phrases`` loads without tokenizing again."""
+"""Read a phrase list (one phrase per line, an optional TAB and weight), tokenize it with the model's tokenizer and
+write the boosting tree that --boost-phrases loads without tokenizing again (worth it for long lists).
+"""
 
 from __future__ import annotations
 
 import argparse
 
 from transdec.cli.argtypes import seconds
-from transdec.cli.common import MODEL_HELP, fail, output_problem
+from transdec.cli.common import MODEL_HELP, add_group_parser, fail, output_problem
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("boost", help="compile phrase lists for context biasing",
-                              description="Phrase boosting trees for a model (docs/biasing.md).")
-    commands = p.add_subparsers(dest="boost_command", required=True, metavar="{build}")
-    build = commands.add_parser(
-        "build", help="tokenize a phrase list with the model's tokenizer and compile its boosting tree",
-        description="Read a phrase list (one phrase per line, an optional TAB and weight), tokenize it with the "
-                    "model's tokenizer and write the boosting tree that --boost-phrases loads without tokenizing "
-                    "again (worth it for long lists).")
+    build = add_group_parser(
+        subparsers, ("boost", "compile phrase lists for context biasing",
+                              "Phrase boosting trees for a model (docs/biasing.md)."),
+        ("build", "tokenize a phrase list with the model's tokenizer and compile its boosting tree", __doc__))
     build.add_argument("phrases", help="the phrase list, UTF-8 text")
     build.add_argument("--model", required=True, help=MODEL_HELP)
     build.add_argument("-o", "--output", required=True, metavar="PT", help="the tree file to write (.pt)")

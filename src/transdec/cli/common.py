@@ -26,6 +26,16 @@ def fail(command: str, message: object, code: int = 2) -> int:
     return code
 
 
+def add_group_parser(subparsers: argparse._SubParsersAction, group: tuple[str, str, str],
+                     command: tuple[str, str, str | None]) -> argparse.ArgumentParser:
+    """A command group with one command so far (``transdec lm build``): the group's and the command's ``(name,
+    help, description)``; returns the command's parser."""
+    name, help, description = group
+    parser = subparsers.add_parser(name, help=help, description=description)
+    commands = parser.add_subparsers(dest=f"{name}_command", required=True, metavar="{" + command[0] + "}")
+    return commands.add_parser(command[0], help=command[1], description=command[2])
+
+
 def add_model_argument(p: argparse.ArgumentParser) -> None:
     """``--model``, for the commands that run a model (the bundled tiny one unless told)."""
     p.add_argument("--model", default="tiny-en-rnnt", help=MODEL_HELP + " (default: %(default)s)")

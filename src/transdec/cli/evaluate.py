@@ -1,5 +1,6 @@
-"""``transdec evaluate``: WER, CER and speed on a manifest with reference texts, several strategies (and LM
-weights) side by side."""
+"""Evaluate on a NeMo manifest with reference texts: WER and CER after normalisation, RTFx of encoder + decoder and of
+the decoder alone (encoder timed separately), pooled over all utterances, which are sorted by duration and batched.
+"""
 
 from __future__ import annotations
 
@@ -14,15 +15,14 @@ from transdec.cli.common import (add_device_argument, add_length_policy_argument
 from transdec.cli.fusions import add_boost_arguments, add_lm_arguments, boost_options, lm_problem
 from transdec.decoding.flags import add_decoding_arguments, decoding_configs
 
+#: The command's line in ``transdec --help``, and its exit codes, as its own help ends.
+HELP = "WER, CER and RTFx on a manifest, several strategies side by side"
+EXIT_CODES = ("exit codes: 0 every item evaluated; 1 some items could not be (each is reported) or none could; 2 a "
+              "usage error (a bad option, a missing manifest or model); 130 interrupted")
+
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
-        "evaluate", help="WER, CER and RTFx on a manifest, several strategies side by side",
-        description="Evaluate on a NeMo manifest with reference texts: WER and CER after normalisation, RTFx of "
-                    "encoder + decoder and of the decoder alone (encoder timed separately), pooled over all "
-                    "utterances, which are sorted by duration and batched.",
-        epilog="exit codes: 0 every item evaluated; 1 some items could not be (each is reported) or none could; 2 a "
-               "usage error (a bad option, a missing manifest or model); 130 interrupted")
+    p = subparsers.add_parser("evaluate", help=HELP, description=__doc__, epilog=EXIT_CODES)
     p.add_argument("manifest")
     add_model_argument(p)
     p.add_argument("--batch-size", type=at_least(1), default=16)

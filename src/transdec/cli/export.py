@@ -1,22 +1,21 @@
-"""``transdec export onnx``: a model as the ONNX files sherpa-onnx and transdec load."""
+"""Write encoder.onnx, decoder.onnx, joiner.onnx (self-contained, dynamic batch and time axes), tokens.txt and
+tokenizer.model to OUT_DIR: NeMo-transducer layout for LSTM predictors (sherpa-onnx model_type nemo_transducer),
+icefall layout for stateless ones (model_type transducer). transdec.load_model(OUT_DIR) decodes the export with every
+transdec decoder.
+"""
 
 from __future__ import annotations
 
 import argparse
 
-from transdec.cli.common import fail
+from transdec.cli.common import add_group_parser, fail
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("export", help="export a model to another runtime (ONNX)",
-                              description="Export a model for deployment (docs/deploy.md).")
-    commands = p.add_subparsers(dest="export_command", required=True, metavar="{onnx}")
-    onnx = commands.add_parser(
-        "onnx", help="encoder, decoder and joiner as ONNX files that sherpa-onnx and transdec load",
-        description="Write encoder.onnx, decoder.onnx, joiner.onnx (self-contained, dynamic batch and time axes), "
-                    "tokens.txt and tokenizer.model to OUT_DIR: NeMo-transducer layout for LSTM predictors "
-                    "(sherpa-onnx model_type nemo_transducer), icefall layout for stateless ones (model_type "
-                    "transducer). transdec.load_model(OUT_DIR) decodes the export with every transdec decoder.")
+    onnx = add_group_parser(
+        subparsers, ("export", "export a model to another runtime (ONNX)",
+                               "Export a model for deployment (docs/deploy.md)."),
+        ("onnx", "encoder, decoder and joiner as ONNX files that sherpa-onnx and transdec load", __doc__))
     onnx.add_argument("model", help="bundled model name, model file or .nemo checkpoint")
     onnx.add_argument("out_dir", help="directory to write the files to (created if missing)")
     onnx.add_argument("--max-frames", type=int, default=None,

@@ -1,4 +1,6 @@
-"""``transdec inspect``: what a model is and whether transdec loads it, without decoding anything."""
+"""Describe a model without decoding anything: class, head, tokenizer, parameters, front end, encoder (layers, attention
+and its context, subsampling), streaming; for a NeMo checkpoint transdec cannot load, every setting that stops it.
+"""
 
 from __future__ import annotations
 
@@ -6,15 +8,14 @@ import argparse
 
 from transdec.cli.common import MODEL_HELP, fail
 
+#: The command's line in ``transdec --help``, and its exit codes, as its own help ends.
+HELP = "what a model is and whether transdec loads it, without decoding"
+EXIT_CODES = ("exit codes: 0 transdec loads the model; 1 it does not (the reasons are listed); 2 a usage error or a "
+              "file that is no model")
+
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
-        "inspect", help="what a model is and whether transdec loads it, without decoding",
-        description="Describe a model without decoding anything: class, head, tokenizer, parameters, front end, "
-                    "encoder (layers, attention and its context, subsampling), streaming; for a NeMo checkpoint "
-                    "transdec cannot load, every setting that stops it.",
-        epilog="exit codes: 0 transdec loads the model; 1 it does not (the reasons are listed); 2 a usage error or a "
-               "file that is no model")
+    p = subparsers.add_parser("inspect", help=HELP, description=__doc__, epilog=EXIT_CODES)
     p.add_argument("model", help=MODEL_HELP)
     p.add_argument("--format", choices=["text", "json"], default="text")
 

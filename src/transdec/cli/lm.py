@@ -1,24 +1,21 @@
-"""``transdec lm build``: a token-level n-gram LM for a model, estimated from text (with KenLM's lmplz or the
-built-in estimator)."""
+"""Tokenize each non-blank line of a UTF-8 text with the model's tokenizer (normalise the text as the model's
+transcripts are first) and estimate an interpolated modified Kneser-Ney LM over the tokens (NeMo's convention: token
+i written as chr(i + 100)), with KenLM's lmplz when it is found (recipes/build_lmplz.sh builds it), else with the
+built-in estimator, which gives the same probabilities.
+"""
 
 from __future__ import annotations
 
 import argparse
 
-from transdec.cli.common import fail
+from transdec.cli.common import add_group_parser, fail
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("lm", help="build token-level n-gram LMs for a model",
-                              description="N-gram language models over a model's tokens (docs/lm.md).")
-    commands = p.add_subparsers(dest="lm_command", required=True, metavar="{build}")
-    build = commands.add_parser(
-        "build", help="estimate an ARPA LM from text, tokenized with the model's tokenizer",
-        description="Tokenize each non-blank line of a UTF-8 text with the model's tokenizer (normalise the text "
-                    "as the model's transcripts are first) and estimate an interpolated modified Kneser-Ney LM "
-                    "over the tokens (NeMo's convention: token i written as chr(i + 100)), with KenLM's lmplz "
-                    "when it is found (recipes/build_lmplz.sh builds it), else with the built-in estimator, which "
-                    "gives the same probabilities.")
+    build = add_group_parser(
+        subparsers, ("lm", "build token-level n-gram LMs for a model",
+                           "N-gram language models over a model's tokens (docs/lm.md)."),
+        ("build", "estimate an ARPA LM from text, tokenized with the model's tokenizer", __doc__))
     build.add_argument("--text", required=True, help="the corpus: one sentence per line")
     build.add_argument("--model", required=True, help="bundled model name or model file whose tokens the LM predicts")
     build.add_argument("--order", type=int, default=4, help="n-gram order, 1-6 (default %(default)s)")

@@ -1,5 +1,8 @@
-"""``transdec serve``: the HTTP server (the serve extra): OpenAI's transcription API, batched, and streaming
-recognition over a WebSocket."""
+"""Serve a model over HTTP (pip install 'transdec[serve]'; docs/serve.md): POST /v1/audio/transcriptions as OpenAI's API
+has it, requests arriving together decoded in one batch; streaming recognition over the WebSocket /v1/audio/stream;
+GET /health and GET /metrics (Prometheus). SIGTERM or Ctrl-C stops taking requests, finishes those in flight and
+exits 0.
+"""
 
 from __future__ import annotations
 
@@ -18,10 +21,7 @@ from transdec.decoding.flags import add_decoding_arguments, decoding_configs
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "serve", help="an HTTP server: OpenAI's transcription API, streaming over a WebSocket, metrics",
-        description="Serve a model over HTTP (pip install 'transdec[serve]'; docs/serve.md): POST "
-                    "/v1/audio/transcriptions as OpenAI's API has it, requests arriving together decoded in one "
-                    "batch; streaming recognition over the WebSocket /v1/audio/stream; GET /health and GET /metrics "
-                    "(Prometheus). SIGTERM or Ctrl-C stops taking requests, finishes those in flight and exits 0.")
+        description=__doc__)
     add_model_argument(p)
     add_device_argument(p)
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s; 0.0.0.0: all)")

@@ -1,5 +1,8 @@
-"""``transdec stream``: streaming recognition of audio files (decoded together, as their audio arrives) or of a
-microphone, final segments written as they end."""
+"""Stream audio files, each as one stream decoded together with the others as its audio arrives (at real-time speed with
+--realtime), or a microphone (--mic). Final segments (ended by silence, see docs/streaming.md) are written as they
+end; --partials shows the growing result on standard error. Cache-aware NeMo checkpoints stream with their caches
+(--att-context-size); other models in buffered windows, whose latency is --chunk-ms plus --right-context-ms.
+"""
 
 from __future__ import annotations
 
@@ -18,12 +21,7 @@ from transdec.decoding.stream_search import IGNORED_OPTIONS
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "stream", help="streaming recognition of audio files or a microphone, partial and final results as they come",
-        description="Stream audio files, each as one stream decoded together with the others as its audio arrives "
-                    "(at real-time speed with --realtime), or a microphone (--mic). Final segments (ended by "
-                    "silence, see docs/streaming.md) are written as they end; --partials shows the growing "
-                    "result on standard error. Cache-aware NeMo checkpoints stream with their caches "
-                    "(--att-context-size); other models in buffered windows, whose latency is --chunk-ms plus "
-                    "--right-context-ms.")
+        description=__doc__)
     p.add_argument("paths", nargs="*", metavar="PATH")
     add_model_argument(p)
     add_device_argument(p)

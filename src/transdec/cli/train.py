@@ -1,4 +1,6 @@
-"""``transdec train``: its flags are made from TrainConfig and ModelOptions, one per field."""
+"""Train a Conformer Transducer on JSONL manifests. Running the same command again resumes from the newest checkpoint in
+--exp-dir; the model options are then taken from it.
+"""
 
 from __future__ import annotations
 
@@ -14,8 +16,7 @@ from transdec.training.trainer import TrainConfig
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "train", help="train a Transducer model (rerun the same command to resume)",
-        description="Train a Conformer Transducer on JSONL manifests. Running the same command again resumes "
-                    "from the newest checkpoint in --exp-dir; the model options are then taken from it.")
+        description=__doc__)
     model = p.add_argument_group("model (ignored when resuming)")
     train = p.add_argument_group("training")
     # Added first, so that the usage line starts with the required manifests and run directory.

@@ -1,4 +1,7 @@
-"""``transdec transcribe``: audio files, folders and manifests to text, here or on a Ray cluster (``--ray``)."""
+"""Transcribe audio files (any format libsndfile reads, resampled as needed), folders of them (recursively) and NeMo
+JSONL manifests. Bad items are reported and skipped, and each result is written as soon as it and the items before it
+are done.
+"""
 
 from __future__ import annotations
 
@@ -14,16 +17,15 @@ from transdec.cli.fusions import (add_boost_arguments, add_lm_arguments, boost_o
 from transdec.decoding.flags import add_decoding_arguments, decoding_configs
 from transdec.scale.flags import absolute_paths, add_ray_arguments, ray_options
 
+#: The command's line in ``transdec --help``, and its exit codes, as its own help ends.
+HELP = "transcribe audio files, folders and NeMo manifests"
+EXIT_CODES = ("exit codes: 0 all transcribed; 1 some items failed (each is reported) or there was nothing to "
+              "transcribe; 2 a usage error (a bad option, a missing model, an output that cannot be written); 130 "
+              "interrupted (Ctrl-C or SIGTERM), with the results so far in OUTPUT.partial when --output is given")
+
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
-        "transcribe", help="transcribe audio files, folders and NeMo manifests",
-        description="Transcribe audio files (any format libsndfile reads, resampled as needed), folders of them "
-                    "(recursively) and NeMo JSONL manifests. Bad items are reported and skipped, and each result is "
-                    "written as soon as it and the items before it are done.",
-        epilog="exit codes: 0 all transcribed; 1 some items failed (each is reported) or there was nothing to "
-               "transcribe; 2 a usage error (a bad option, a missing model, an output that cannot be written); 130 "
-               "interrupted (Ctrl-C or SIGTERM), with the results so far in OUTPUT.partial when --output is given")
+    p = subparsers.add_parser("transcribe", help=HELP, description=__doc__, epilog=EXIT_CODES)
     p.add_argument("paths", nargs="+", metavar="PATH")
     add_model_argument(p)
     p.add_argument("--batch-size", type=at_least(1), default=16)

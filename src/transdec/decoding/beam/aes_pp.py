@@ -182,28 +182,19 @@ class AesSearch(BatchedBeamSearch):
 
     def __init__(self, model: DecodingModel, encoder_out: torch.Tensor, lengths: torch.Tensor, options: AesOptions,
                  scoring: Scoring, in_place: bool = False) -> None:
-        # Only the parts: graph caches keyed on the model must not keep it alive.
-        self.head, self.predictor, self.joint = model.head, model.predictor, model.joint
-        self.options, self.scoring, self.in_place = options, scoring, in_place
-        self.encoder_out = encoder_out
-        batch_size, self.max_time, _ = encoder_out.shape
-        beam, device = options.beam_size, encoder_out.device
+        self._take_inputs(model, encoder_out, lengths, options, scoring, in_place)
+        batch_size, beam, device = encoder_out.shape[0], options.beam_size, encoder_out.device
         self.steps = min(options.num_steps, options.max_symbols_per_frame or options.num_steps)
         # Whether the last step's members are at max_symbols_per_frame tokens (then only the forced blank is left).
         self.forced_last = options.max_symbols_per_frame is not None and self.steps == options.max_symbols_per_frame
-        self.lengths = lengths.unsqueeze(1)  # [B, 1], a view: new lengths written into `lengths` reach it
         self.emissions = _Emissions(self.head, device)
         self.slots = torch.arange(beam, device=device).expand(batch_size, beam)
         self.flat_base = (torch.arange(batch_size, device=device) * beam).unsqueeze(1)  # [B, 1]
-        # In place (under CUDA graphs), one kernel computes the joint with the frame gather in it.
-        self.joint_layer = joint_kernel.fused_layer(self.joint, device) if in_place else None
         self.state: AesState | None = None
         self.start()
 
     def start(self) -> None:
-        """Project the encoder output, put one empty hypothesis per utterance at frame 0 and feed the predictor
-        the start symbol: a new :attr:`state`, or with ``in_place`` after the first call, the same one written over.
-        The constructor calls it; call it again (in place) after writing new inputs."""
+        """:meth:`BatchedBeamSearch.start`, at frame 0 (a counter on the device in place)."""
         batch_size, beam = self.slots.shape
         device = self.encoder_out.device
         initial = self._start_fields(batch_size * beam)

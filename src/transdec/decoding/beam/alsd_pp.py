@@ -317,9 +317,7 @@ class AlsdSearch(AlsdSteps, BatchedBeamSearch):
         self.start()
 
     def start(self) -> None:
-        """Project the encoder output, put one empty hypothesis per utterance at frame 0 and feed the predictor
-        the start symbol: a new :attr:`state`, or with ``in_place`` after the first call, the same one written over.
-        The constructor calls it; call it again (in place) after writing new inputs."""
+        """:meth:`BatchedBeamSearch.start`, the fusions' context made once for the first step."""
         initial = self._start_fields(self.rows.shape[0] * self.options.beam_size)
         initial["context"] = self.scoring.context(initial["scorer_state"])
         self._start_state(AlsdState, (self.rows.shape[0], self.options.beam_size), self.capacity, initial)

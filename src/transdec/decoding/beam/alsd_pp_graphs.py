@@ -17,8 +17,6 @@ import torch
 
 from transdec.decoding.beam.alsd_pp import AlsdPlusOptions, AlsdSearch
 from transdec.decoding.cuda import search_graphs
-from transdec.decoding.cuda.graph_cache import warn_fallback
-from transdec.decoding.results import DecodingResult
 from transdec.decoding.scoring import Fusion
 from transdec.protocol import DecodingModel
 
@@ -37,14 +35,5 @@ class GraphedAlsd(search_graphs.GraphedSteps):
                          encoder_dim, dtype, device, mode, fusions)
 
 
-@torch.inference_mode()
-def decode_with_graphs(model: DecodingModel, encoder_out: torch.Tensor, lengths: torch.Tensor,
-                       options: AlsdPlusOptions, fusions: Sequence[Fusion] = ()) -> DecodingResult | None:
-    """Decode with captured ALSD++ steps in ``options.cuda_graphs`` (or the fastest mode that works, for
-    ``"auto"``); None means "decode eagerly" (see :func:`transdec.decoding.cuda.search_graphs.decode_with_graphs`).
-    ``fusions`` must be graph-safe (:mod:`transdec.decoding.scoring`)."""
-    if options.max_symbols_per_frame is None:
-        warn_fallback("ALSD++ CUDA graphs need a max_symbols_per_frame (it bounds the search's storage)")
-        return None
-    return search_graphs.decode_with_graphs(NAME, search_graphs.search_maker(AlsdSearch, model), model, encoder_out,
-                                            lengths, options, fusions)
+#: ``decode_with_graphs(model, encoder_out, lengths, options, fusions=())``: the result, or None to decode eagerly.
+decode_with_graphs = search_graphs.graph_driver_of(NAME, AlsdSearch, needs_symbol_limit=True)

@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from transdec.decoding.beam_hyps import BatchedBeamHyps
+from transdec.decoding.cuda import joint_kernel
 from transdec.decoding.cuda.graph_cache import graphed_result
 from transdec.decoding.cuda.in_place import copy_of
 from transdec.decoding.inputs import checked_lengths
@@ -56,6 +57,24 @@ class BatchedBeamSearch:
     encoder_out: torch.Tensor
     step: Callable[[], object]
     _set: Callable[[str, Any], None]
+
+    def start(self) -> None:
+        """Project the encoder output, put one empty hypothesis per utterance at frame 0 and feed the predictor
+        the start symbol: a new :attr:`state`, or with ``in_place`` after the first call, the same one written over.
+        The constructor calls it; call it again (in place) after writing new inputs."""
+        raise NotImplementedError
+
+    def _take_inputs(self, model: DecodingModel, encoder_out: torch.Tensor, lengths: torch.Tensor, options: Any,
+                     scoring: Scoring, in_place: bool) -> None:
+        """Keep what every batched search reads: the model's parts (only the parts: graph caches keyed on the model
+        must not keep it alive), ``options``, ``scoring``, ``in_place``, ``encoder_out [B, T, D]``, ``max_time``,
+        ``lengths`` as ``[B, 1]`` (a view: new lengths written into ``lengths`` reach it) and, in place (under CUDA
+        graphs), the joint kernel's layer, with which one kernel computes the joint with the frame gather in it."""
+        self.head, self.predictor, self.joint = model.head, model.predictor, model.joint
+        self.options, self.scoring, self.in_place = options, scoring, in_place
+        self.encoder_out, self.max_time = encoder_out, encoder_out.shape[1]
+        self.lengths = lengths.unsqueeze(1)
+        self.joint_layer = joint_kernel.fused_layer(self.joint, encoder_out.device) if in_place else None
 
     def _start_fields(self, rows: int) -> dict[str, Any]:
         """What every search starts from, for ``rows`` hypotheses: ``encoder_proj`` (the encoder output projected,

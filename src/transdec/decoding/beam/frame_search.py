@@ -17,7 +17,7 @@ import bisect
 import dataclasses
 import functools
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -371,6 +371,14 @@ class FrameSearch:
         return paths.extended(move, frame, self.early)
 
     # The steps of the search.
+
+    def prefix_steps(self) -> Iterator[tuple[int, dict[Tokens, Buckets]]]:
+        """Each frame in turn with what its prefix step leaves (:meth:`prefix_step`); frames every path skipped are
+        passed over."""
+        for frame in range(self.num_frames):
+            arrivals = self.start_frame(frame)
+            if arrivals is not None:
+                yield frame, self.prefix_step(frame, arrivals)
 
     def start_frame(self, frame: int) -> dict[Tokens, PathSum] | None:
         """Take the entries waiting at ``frame`` out of :attr:`pending` (None if there are none)."""

@@ -87,11 +87,11 @@ import torch
 
 from transdec.decoding.beam.frame_search import (Buckets, FrameSearch, LeavingTokens, PathSum, ScoredRow, Tokens,
                                             check_summing_merge, combine, summing_merge_option)
-from transdec.decoding.beam.utterance import search_each
+from transdec.decoding.beam.utterance import search_frames_of_each
 from transdec.decoding.options import PruningOptions
 from transdec.decoding.registry import takes_options
-from transdec.decoding.results import DecodingResult, DecodingStats, Hypothesis
-from transdec.decoding.scoring import Fusion, Scoring
+from transdec.decoding.results import DecodingResult, Hypothesis
+from transdec.decoding.scoring import Fusion
 from transdec.protocol import DecodingModel
 
 
@@ -225,23 +225,15 @@ class _LeavingTokens(LeavingTokens):
 @torch.inference_mode()
 def beam_graves(model: DecodingModel, encoder_out: torch.Tensor, lengths: torch.Tensor, options: GravesOptions,
                 fusions: Sequence[Fusion] = ()) -> DecodingResult:
-    """Beam search over ``encoder_out [B, T, D]`` with valid ``lengths [B]``, one utterance after another.
-
-    Returns the n-best per utterance (``result.nbest``), best first, and the best in ``result.hyps``.
-    """
-    scoring, stats = Scoring(model.head, fusions), DecodingStats()
-    early = options.pruning == "early"
-    return search_each(encoder_out, lengths, stats, scoring, lambda frames, scoring: _search(
-        FrameSearch(model, scoring, frames, options.max_symbols_per_frame, options.merge, stats, early=early), options))
+    """Beam search over ``encoder_out [B, T, D]`` with valid ``lengths [B]``, one utterance after another: the n-best
+    per utterance (``result.nbest``), best first, and the best in ``result.hyps``."""
+    return search_frames_of_each(model, encoder_out, lengths, options, fusions, _search,
+                                 early=options.pruning == "early")
 
 
 def _search(search: FrameSearch, options: GravesOptions) -> list[Hypothesis]:
     """Graves' search of one utterance (see the module docstring)."""
-    for frame in range(search.num_frames):
-        arrivals = search.start_frame(frame)
-        if arrivals is None:  # every path skipped this frame
-            continue
-        entries = search.prefix_step(frame, arrivals)
+    for frame, entries in search.prefix_steps():
         initial = set(entries)
         # A as a heap: an entry's paths are complete when it enters A (the prefix step's, or its one parent's), so
         # its rank never changes; the counter breaks ties by arrival. An item is an entry or a parent's children.

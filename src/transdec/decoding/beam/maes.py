@@ -57,11 +57,11 @@ import torch
 
 from transdec.decoding.beam.frame_search import (Buckets, FrameSearch, Move, ScoredRow, Tokens, check_summing_merge,
                                             stacked, summing_merge_option)
-from transdec.decoding.beam.utterance import search_each
+from transdec.decoding.beam.utterance import search_frames_of_each
 from transdec.decoding.options import ExpansionOptions, PruningOptions
 from transdec.decoding.registry import takes_options
-from transdec.decoding.results import DecodingResult, DecodingStats, Hypothesis
-from transdec.decoding.scoring import Fusion, Scoring
+from transdec.decoding.results import DecodingResult, Hypothesis
+from transdec.decoding.scoring import Fusion
 from transdec.protocol import DecodingModel
 
 
@@ -82,24 +82,16 @@ class MaesOptions(ExpansionOptions, PruningOptions):
 @torch.inference_mode()
 def beam_maes(model: DecodingModel, encoder_out: torch.Tensor, lengths: torch.Tensor, options: MaesOptions,
               fusions: Sequence[Fusion] = ()) -> DecodingResult:
-    """mAES over ``encoder_out [B, T, D]`` with valid ``lengths [B]``, one utterance after another.
-
-    Returns the n-best per utterance (``result.nbest``), best first, and the best in ``result.hyps``.
-    """
-    scoring, stats = Scoring(model.head, fusions), DecodingStats()
-    return search_each(encoder_out, lengths, stats, scoring, lambda frames, scoring: _search(
-        FrameSearch(model, scoring, frames, options.max_symbols_per_frame, options.merge, stats), options))
+    """mAES over ``encoder_out [B, T, D]`` with valid ``lengths [B]``, one utterance after another; ``result.nbest``
+    has each utterance's n-best, best first, ``result.hyps`` the best."""
+    return search_frames_of_each(model, encoder_out, lengths, options, fusions, _search)
 
 
 def _search(search: FrameSearch, options: MaesOptions) -> list[Hypothesis]:
     """mAES of one utterance (see the module docstring)."""
     num_candidates = options.beam_size + options.expansion_beta
     early = options.pruning == "early"
-    for frame in range(search.num_frames):
-        arrivals = search.start_frame(frame)
-        if arrivals is None:  # every path skipped this frame
-            continue
-        hypotheses = search.prefix_step(frame, arrivals)
+    for frame, hypotheses in search.prefix_steps():
         initial = set(hypotheses)
         for step in range(options.num_steps):
             rows = search.rows(frame, hypotheses)

@@ -5,16 +5,16 @@ batch."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import torch
 
-from transdec.decoding.beam.frame_search import logsumexp
+from transdec.decoding.beam.frame_search import FrameSearch, logsumexp
 from transdec.decoding.inputs import checked_lengths
 from transdec.decoding.results import DecodingResult, DecodingStats, Hypothesis
-from transdec.decoding.scoring import Scoring
+from transdec.decoding.scoring import Fusion, Scoring
 from transdec.protocol import DecodingModel
 
 
@@ -107,3 +107,14 @@ def search_each(encoder_out: torch.Tensor, lengths: torch.Tensor, stats: Decodin
     nbest_lists = [search(encoder_out[b, :length], scoring.for_utterance(b))
                    for b, length in enumerate(lengths.tolist())]
     return DecodingResult.from_nbest(nbest_lists, stats, encoder_out.device, encoder_out.dtype)
+
+
+def search_frames_of_each(model: DecodingModel, encoder_out: torch.Tensor, lengths: torch.Tensor, options: Any,
+                          fusions: Sequence[Fusion], search: Callable[[FrameSearch, Any], list[Hypothesis]],
+                          early: bool = False) -> DecodingResult:
+    """``search(frame_search, options)`` on each utterance of ``encoder_out [B, T, D]`` (valid ``lengths [B]``), one
+    after another, each in a :class:`FrameSearch` with the options' symbol limit and merging (``early``: see
+    :class:`~transdec.decoding.beam.frame_search.FrameSearch`); their n-best lists as one result."""
+    scoring, stats = Scoring(model.head, fusions), DecodingStats()
+    return search_each(encoder_out, lengths, stats, scoring, lambda frames, scoring: search(
+        FrameSearch(model, scoring, frames, options.max_symbols_per_frame, options.merge, stats, early=early), options))

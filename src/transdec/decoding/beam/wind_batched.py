@@ -105,28 +105,19 @@ class WindSearch(BatchedBeamSearch):
 
     def __init__(self, model: DecodingModel, encoder_out: torch.Tensor, lengths: torch.Tensor,
                  options: WindBatchedOptions, scoring: Scoring, in_place: bool = False) -> None:
-        # Only the parts: graph caches keyed on the model must not keep it alive.
-        self.head, self.predictor, self.joint = model.head, model.predictor, model.joint
-        self.options, self.scoring, self.in_place = options, scoring, in_place
-        self.encoder_out = encoder_out
-        batch_size, self.max_time, _ = encoder_out.shape
-        device = encoder_out.device
+        self._take_inputs(model, encoder_out, lengths, options, scoring, in_place)
+        batch_size, device = encoder_out.shape[0], encoder_out.device
         self.beam, self.window = options.beam_size, options.window_size
         size = self.beam * (self.window + 2)
-        self.lengths = lengths.unsqueeze(1)  # [B, 1], a view: new lengths written into `lengths` reach it
         self.rows = torch.arange(batch_size, device=device).unsqueeze(1)  # [B, 1]
         self.slots = torch.arange(size, device=device).expand(batch_size, size)
-        # In place (under CUDA graphs), one kernel computes the joint with the frame gather in it.
-        self.joint_layer = joint_kernel.fused_layer(self.joint, device) if in_place else None
         if in_place and options.max_symbols_per_frame is None:
             raise ValueError("an in-place WIND beam search needs a max_symbols_per_frame to bound its rounds")
         self.state: WindBeamState | None = None
         self.start()
 
     def start(self) -> None:
-        """Project the encoder output, put one empty hypothesis per utterance at frame 0 and feed the predictor
-        the start symbol: a new :attr:`state`, or with ``in_place`` after the first call, the same one written over.
-        The constructor calls it; call it again (in place) after writing new inputs."""
+        """:meth:`BatchedBeamSearch.start`, no entry with a token waiting for the predictor."""
         batch_size, size = self.slots.shape
         initial = self._start_fields(batch_size * size)
         initial["pending"] = torch.full((batch_size, size), -1, dtype=torch.long, device=self.encoder_out.device)

@@ -12,30 +12,11 @@ other failure.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-import torch
-
-from transdec.decoding.beam.wind_batched import WindBatchedOptions, WindSearch
+from transdec.decoding.beam.wind_batched import WindSearch
 from transdec.decoding.cuda import search_graphs
-from transdec.decoding.cuda.graph_cache import warn_fallback
-from transdec.decoding.results import DecodingResult
-from transdec.decoding.scoring import Fusion
-from transdec.protocol import DecodingModel
 
 #: The first entry of this decoder's keys in the shared graph cache and in FAILED_MODES.
 NAME = "beam_wind_batched"
 
-
-
-@torch.inference_mode()
-def decode_with_graphs(model: DecodingModel, encoder_out: torch.Tensor, lengths: torch.Tensor,
-                       options: WindBatchedOptions, fusions: Sequence[Fusion] = ()) -> DecodingResult | None:
-    """Decode with captured WIND beam rounds in ``options.cuda_graphs`` (or the fastest mode that works, for
-    ``"auto"``); None means "decode eagerly" (see :func:`transdec.decoding.cuda.search_graphs.decode_with_graphs`).
-    ``fusions`` must be graph-safe (:mod:`transdec.decoding.scoring`)."""
-    if options.max_symbols_per_frame is None:
-        warn_fallback("WIND beam CUDA graphs need a max_symbols_per_frame (it bounds the search's storage)")
-        return None
-    return search_graphs.decode_with_graphs(NAME, search_graphs.search_maker(WindSearch, model), model, encoder_out,
-                                            lengths, options, fusions)
+#: ``decode_with_graphs(model, encoder_out, lengths, options, fusions=())``: the result, or None to decode eagerly.
+decode_with_graphs = search_graphs.graph_driver_of(NAME, WindSearch, needs_symbol_limit=True)

@@ -119,13 +119,18 @@ def _decisions(nbest: list[list[Hypothesis]]) -> list[list[tuple[list[int], list
 
 
 def decode_with_graphs(name: str, make_search: OptionsSearchMaker, model: DecodingModel, encoder_out: torch.Tensor,
-                       lengths: torch.Tensor, options: GraphOptions, fusions: Sequence[Fusion]) -> DecodingResult | None:
+                       lengths: torch.Tensor, options: GraphOptions, fusions: Sequence[Fusion],
+                       needs_symbol_limit: bool = False) -> DecodingResult | None:
     """Decode with the captured steps of ``make_search``'s search (the strategy ``name``) in ``options.cuda_graphs``
     (or the fastest mode that works, for ``"auto"``); None means "decode eagerly": no mode could be used here (each
-    warned why) or the batch is empty. ``make_search`` is given the fusions the graphs capture
+    warned why), the batch is empty, or the search ``needs_symbol_limit`` to bound its storage and the options have
+    no ``max_symbols_per_frame``. ``make_search`` is given the fusions the graphs capture
     (:meth:`~transdec.decoding.cuda.graph_cache.GraphedSearch.capture_fusions`) and the options; both key the
     graphs. The fusions must be graph-safe (:mod:`transdec.decoding.scoring`); the graphs keep them (and their
     scorers) alive with the model's other graphs."""
+    if needs_symbol_limit and getattr(options, "max_symbols_per_frame", None) is None:
+        warn_fallback(f"{name} CUDA graphs need a max_symbols_per_frame (it bounds the search's storage)")
+        return None
     batch_size, max_time, encoder_dim = encoder_out.shape
     if batch_size == 0 or max_time == 0:
         return None
@@ -149,3 +154,20 @@ def decode_with_graphs(name: str, make_search: OptionsSearchMaker, model: Decodi
                 FAILED_MODES[name, mode, device] = reason
         warn_fallback(f"CUDA graph mode {mode!r} of {name} is not usable here: {reason}")
     return None
+
+
+def graph_driver_of(name: str, search_class: Callable[..., Any],
+                    needs_symbol_limit: bool = False) -> Callable[..., Any]:
+    """The graph driver of the batched search ``search_class`` (registered for strategy ``name``):
+    ``decode_with_graphs(model, encoder_out, lengths, options, fusions=())``, the result or None to decode eagerly
+    (see :func:`decode_with_graphs`)."""
+
+    @torch.inference_mode()
+    def decode(model: DecodingModel, encoder_out: torch.Tensor, lengths: torch.Tensor, options: GraphOptions,
+               fusions: Sequence[Fusion] = ()) -> DecodingResult | None:
+        """Decode with the captured search in ``options.cuda_graphs`` (or the fastest mode that works, for
+        ``"auto"``); ``fusions`` must be graph-safe (:mod:`transdec.decoding.scoring`)."""
+        return decode_with_graphs(name, search_maker(search_class, model), model, encoder_out, lengths, options,
+                                  fusions, needs_symbol_limit)
+
+    return decode
