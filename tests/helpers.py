@@ -418,3 +418,16 @@ def rerun_in_place(search, frames: torch.Tensor, lengths: torch.Tensor) -> None:
     search.lengths.copy_(lengths.unsqueeze(1))
     search.start()
     search.run()
+
+
+def flac_without_length(source: str | Path, target: Path) -> Path:
+    """A copy of the FLAC file ``source`` whose STREAMINFO gives 0 total samples ("unknown", as encoders writing to a
+    pipe leave it): ``target``."""
+    data = bytearray(Path(source).read_bytes())
+    assert data[:4] == b"fLaC" and data[4] & 0x7F == 0, "STREAMINFO must be the first metadata block"
+    # STREAMINFO from byte 8: block sizes (4 bytes), frame sizes (6), then 20 bits of rate, 3 of channels, 5 of
+    # bits per sample and the 36 bits of the total sample count.
+    field = int.from_bytes(data[18:26], "big") & ~((1 << 36) - 1)
+    data[18:26] = field.to_bytes(8, "big")
+    target.write_bytes(bytes(data))
+    return target

@@ -82,3 +82,40 @@ def test_nan_or_infinite_samples_are_refused(tmp_path: Path, bad: float) -> None
         load_audio(path, 16000)
     with pytest.raises(AudioError, match="the first at 0.250 s"):  # times count from the file's start
         load_audio(path, 16000, offset=0.125)
+
+
+def test_a_flac_stream_whose_header_gives_no_length_is_read_to_its_end(tmp_path: Path) -> None:
+    """Encoders writing to a pipe leave the total sample count 0 ("unknown"); the recording is read by decoding."""
+    from helpers import flac_without_length
+
+    whole = tmp_path / "whole.flac"
+    soundfile.write(whole, tone(2.5, 16000), 16000, subtype="PCM_16")
+    piped = flac_without_length(whole, tmp_path / "piped.flac")
+    with soundfile.SoundFile(piped) as f:
+        assert f.frames > 2**62  # libsndfile's "unknown length"
+    np.testing.assert_array_equal(load_audio(piped, 16000), load_audio(whole, 16000))
+    np.testing.assert_array_equal(load_audio(piped, 16000, offset=0.5, duration=1.0),
+                                  load_audio(whole, 16000, offset=0.5, duration=1.0))
+    np.testing.assert_array_equal(load_audio(piped, 16000, offset=2.0, duration=9.0),
+                                  load_audio(whole, 16000, offset=2.0))
+    with pytest.raises(AudioError, match="piped.flac: offset 3.0 s is outside the recording"):
+        load_audio(piped, 16000, offset=3.0)
+
+
+@pytest.mark.parametrize("peak", [1e30, 32767.0, 17.0])
+def test_float_samples_far_outside_plus_minus_one_are_refused(tmp_path: Path, peak: float) -> None:
+    """Float audio lies in [-1, 1] (a little over after processing); far larger values decode to garbage."""
+    from transdec.audio import MAX_AMPLITUDE, as_waveform
+
+    audio = tone(1.0, 16000)
+    audio[8000:8100] *= peak / 0.5
+    path = tmp_path / "loud.wav"
+    soundfile.write(path, audio, 16000, subtype="FLOAT")
+    with pytest.raises(AudioError, match=rf"loud.wav: samples as large as .* \(the first at 0.50\d s\).* refused "
+                                         rf"beyond {MAX_AMPLITUDE:g}"):
+        load_audio(path, 16000)
+    with pytest.raises(ValueError, match="the audio array: samples as large as"):
+        as_waveform(audio, 16000)
+    audio[8000:8100] = 1.5  # over full scale, as processed audio may be: still audio
+    soundfile.write(path, audio, 16000, subtype="FLOAT")
+    assert np.abs(load_audio(path, 16000)).max() == 1.5

@@ -148,6 +148,18 @@ def test_audio_with_nan_samples_is_refused_and_the_rest_is_done(workspace: Path,
             str(workspace / "audio" / "a.wav")]
 
 
+def test_float_audio_far_beyond_full_scale_is_refused_and_the_rest_is_done(workspace: Path, tmp_path: Path,
+                                                                          capsys) -> None:
+    loud = tmp_path / "loud.wav"
+    soundfile.write(loud, np.full(16000, 1e30, np.float32), 16000, subtype="FLOAT")
+    code, out, err = cli(capsys, "transcribe", loud, workspace / "audio" / "a.wav", "--model",
+                         workspace / "model.pt", "--format", "jsonl")
+    assert code == 1 and "loud.wav: samples as large as 1e+30" in err
+    assert [Path(strict_json(line)["audio_filepath"]).name for line in out.splitlines()] == ["a.wav"]
+    code, out, err = cli(capsys, "stream", loud, "--model", workspace / "model.pt")
+    assert code == 1 and "loud.wav: samples as large as 1e+30" in err and not out
+
+
 def test_manifest_lines_with_nan_are_bad_lines(tmp_path: Path) -> None:
     manifest = tmp_path / "m.jsonl"
     manifest.write_text('{"audio_filepath": "a.wav", "duration": NaN}\n{"audio_filepath": "b.wav"}\n')

@@ -272,6 +272,49 @@ def test_bad_requests_are_400_in_openai_s_error_shape(server, tmp_path):
     assert response.status_code == 404 and set(response.json()["error"]) == {"message", "type", "param", "code"}
 
 
+def test_audio_that_is_no_audio_is_400_and_a_flac_without_its_length_is_read(server, tmp_path):
+    """Float samples far beyond [-1, 1] are refused as NaN is; a FLAC whose header gives no length (as piped encoders
+    write it) is decoded to its end, not taken for an endless recording."""
+    from helpers import flac_without_length
+
+    loud = tmp_path / "loud.wav"
+    soundfile.write(loud, np.full(16000, 1e30, np.float32), 16000, subtype="FLOAT")
+    with open(loud, "rb") as f:
+        response = httpx.post(f"{server.url}/v1/audio/transcriptions", files={"file": f})
+    error = response.json()["error"]
+    assert response.status_code == 400 and error["code"] == "invalid_audio"
+    assert "loud.wav: samples as large as 1e+30" in error["message"]
+    piped = flac_without_length(LOGIC, tmp_path / "piped.flac")
+    with open(piped, "rb") as f:
+        response = httpx.post(f"{server.url}/v1/audio/transcriptions", files={"file": f})
+    assert response.status_code == 200 and response.json()["text"] == LOGIC_TEXT
+
+
+def test_malformed_uploads_say_what_is_wrong(server):
+    """A body cut off before its closing boundary, a 'file' sent as a text field and a header too long for the
+    parser each get their own message, not "a file is required" or "Invalid multipart data"."""
+    audio = Path(LOGIC).read_bytes()
+
+    def post(body: bytes, boundary: str = "XyZ") -> dict:
+        response = httpx.post(f"{server.url}/v1/audio/transcriptions", content=body,
+                              headers={"content-type": f"multipart/form-data; boundary={boundary}"})
+        assert response.status_code == 400
+        return response.json()["error"]
+
+    def part(filename: str | None) -> bytes:
+        disposition = 'form-data; name="file"' + (f'; filename="{filename}"' if filename is not None else "")
+        return f"--XyZ\r\nContent-Disposition: {disposition}\r\n\r\n".encode() + audio + b"\r\n"
+
+    for body in (part("a.flac"), part("a.flac") + b"--XyZ"):
+        assert "ends before its closing boundary: the upload was cut off" in post(body)["message"]
+    assert "the field 'file' is text, not a file" in post(part(None) + b"--XyZ--\r\n")["message"]
+    error = post(part("x" * 5000 + ".flac") + b"--XyZ--\r\n")
+    assert "headers are longer than the server reads (a filename thousands of characters long?)" in error["message"]
+    response = httpx.post(f"{server.url}/v1/audio/transcriptions", content=part("a.flac") + b"--XyZ--\r\n",
+                          headers={"content-type": "multipart/form-data; boundary=XyZ"})
+    assert response.status_code == 200 and response.json()["text"] == LOGIC_TEXT
+
+
 def test_long_recordings_and_large_requests_are_refused(small, tmp_path):
     with open(LOGIC, "rb") as f:  # 4.0 s, the limit is 3
         response = httpx.post(f"{small.url}/v1/audio/transcriptions", files={"file": f})
@@ -390,6 +433,16 @@ def test_more_streams_than_allowed_are_closed_with_1013_and_a_leaving_client_fre
     assert messages[-1] == {"type": "done"} and any(m["type"] == "final" for m in messages)
 
 
+def test_streamed_samples_far_beyond_full_scale_are_an_error_and_a_close(server):
+    with websockets_sync.connect(server.url.replace("http", "ws") + "/v1/audio/stream") as ws:
+        ws.send(json.dumps({"sample_rate": 16000, "encoding": "f32le"}))
+        ws.send(np.full(1600, 1e30, "<f4").tobytes())
+        assert "samples as large as 1e+30" in json.loads(ws.recv())["message"]
+        with pytest.raises(ConnectionClosed) as closed:
+            ws.recv()
+    assert closed.value.rcvd.code == 1003
+
+
 def test_a_bad_stream_config_is_an_error_and_a_close(server):
     with websockets_sync.connect(server.url.replace("http", "ws") + "/v1/audio/stream") as ws:
         ws.send(json.dumps({"sample_rate": 16000, "encoding": "mp3"}))
@@ -447,6 +500,18 @@ def test_serve_usage_errors_are_one_line(capsys):
     assert code == 2 and "without --lm" in err
     code, _, err = cli(capsys, "serve", "--max-batch", "0")
     assert code == 2 and "--max-batch" in err
+
+
+def test_an_address_the_server_cannot_listen_on_is_one_line_before_the_model_loads(capsys, monkeypatch):
+    monkeypatch.setattr("transdec.loading.load_model", lambda *args, **kwargs: pytest.fail("the model was loaded"))
+    code, _, err = cli(capsys, "serve", "--port", "99999")
+    assert code == 2 and "--port: must be from 0 to 65535, got 99999" in err and len(err.strip().splitlines()) == 1
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        code, _, err = cli(capsys, "serve", "--port", str(port))
+    assert code == 2 and f"cannot listen on 127.0.0.1:{port}" in err and len(err.strip().splitlines()) == 1
 
 
 def test_sigterm_finishes_the_request_in_flight_then_exits_0(tmp_path):

@@ -139,3 +139,12 @@ def test_the_decoding_flags_are_transcribes_and_a_strategy_that_does_not_stream_
            "beam_alsd_pp" in err
     code, _, err = cli(capsys, "stream", LOGIC, "--beam-size", "2", "--window-size", "3")
     assert code == 2 and "takes all of --beam-size, --window-size" in err
+
+
+def test_a_flac_stream_whose_header_gives_no_length_streams_to_its_end(capsys, tmp_path):
+    from helpers import flac_without_length
+
+    piped = flac_without_length(LOGIC, tmp_path / "piped.flac")
+    code, out, err = cli(capsys, "stream", piped, "--format", "jsonl")
+    assert code == 0, err
+    assert json.loads(out)["text"] == LOGIC_TEXT

@@ -16,6 +16,13 @@ import torch
 #: What the Python API transcribes: a file path, or 1-D samples at the model's rate.
 AudioInput = str | os.PathLike | np.ndarray | torch.Tensor
 
+#: The largest sample magnitude taken as audio (24 dB over full scale). Float audio lies in [-1, 1], a little over
+#: after processing; far larger values are no audio the models heard (integer PCM stored as float, corrupt files)
+#: and would decode to confident garbage, so they are refused as NaN is.
+MAX_AMPLITUDE = 16.0
+#: What libsndfile reports as the frame count of a stream whose header does not give its length.
+UNKNOWN_LENGTH = 2**63 - 1
+
 
 class AudioError(ValueError):
     """An audio file that cannot be used; the message names the file and the problem."""
@@ -31,26 +38,24 @@ def load_audio(path: str | os.PathLike[str], sample_rate: int, offset: float = 0
 
     Raises:
         AudioError: the file is missing, empty, unreadable or truncated, its rate is too low, ``offset``
-            lies past its end, or a sample is NaN or infinite.
+            lies past its end, or a sample is NaN, infinite or beyond :data:`MAX_AMPLITUDE`.
     """
     path = Path(path)
     with open_audio(path, sample_rate, allow_upsampling) as f:
         native_rate = f.samplerate
+        start = int(round(offset * native_rate))
+        length = known_length(f)
+        if offset < 0 or (length is not None and start > length):
+            raise AudioError(f"{path}: offset {offset} s is outside the recording ({f.frames / native_rate:.2f} s)")
         try:
-            start = int(round(offset * native_rate))
-            if offset < 0 or (start > f.frames and f.frames >= 0):
-                raise AudioError(f"{path}: offset {offset} s is outside the recording ({f.frames / native_rate:.2f} s)")
             if start:
                 f.seek(start)
-            frames = -1 if duration is None else int(round(duration * native_rate))
-            audio = f.read(frames, dtype="float32", always_2d=True)
-        except AudioError:
-            raise
         except (soundfile.LibsndfileError, RuntimeError, ValueError) as error:
-            raise AudioError(f"{path}: not readable as audio ({error})") from error
+            raise AudioError(f"{path}: offset {offset} s is outside the recording ({error})") from error
+        audio = read_frames(f, path, -1 if duration is None else int(round(duration * native_rate)))
     if audio.shape[0] == 0:
         raise AudioError(f"{path}: the recording holds no samples" + (" at that offset" if offset else ""))
-    check_finite(path, audio, start, native_rate)
+    check_samples(path, audio, start, native_rate)
     audio = audio.mean(axis=1) if audio.shape[1] > 1 else audio[:, 0]
     if native_rate != sample_rate:
         import soxr
@@ -80,13 +85,60 @@ def open_audio(path: str | os.PathLike[str], sample_rate: int, allow_upsampling:
     return f
 
 
-def check_finite(path: str | os.PathLike[str], audio: np.ndarray, start: int, rate: int) -> None:
-    """Refuse NaN or infinite samples in ``audio [N, channels]``, read from sample ``start`` of ``path``: float
-    files can hold them, and the model would turn them into garbage tokens."""
+def known_length(f: soundfile.SoundFile) -> int | None:
+    """The frames of an open file, None where its header does not say (a FLAC stream written through a pipe)."""
+    return None if f.frames >= UNKNOWN_LENGTH else f.frames
+
+
+def read_frames(f: soundfile.SoundFile, path: str | os.PathLike[str], count: int = -1) -> np.ndarray:
+    """Up to ``count`` frames (-1: all) from the current position of ``f`` as float32 ``[N, channels]``.
+
+    For a stream of unknown length libsndfile decodes the frames, but soundfile's position update after a read
+    seeks to the end of such a stream and fails there, so these are read through libsndfile's own call.
+
+    Raises:
+        AudioError: the file cannot be decoded (the message names ``path``).
+    """
+    try:
+        if known_length(f) is not None:
+            return f.read(count, dtype="float32", always_2d=True)
+        pieces, left = [], count if count >= 0 else UNKNOWN_LENGTH
+        while left > 0:
+            block = np.empty((min(left, 1 << 16), f.channels), dtype=np.float32)
+            read = soundfile._snd.sf_readf_float(f._file, soundfile._ffi.cast("float *", block.ctypes.data),
+                                                 len(block))
+            soundfile._error_check(f._errorcode)
+            pieces.append(block[:read])
+            left -= read
+            if read < len(block):
+                break
+        return np.concatenate(pieces) if pieces else np.zeros((0, f.channels), dtype=np.float32)
+    except (soundfile.LibsndfileError, RuntimeError, ValueError) as error:
+        raise AudioError(f"{path}: not readable as audio ({error})") from error
+
+
+def check_samples(path: str | os.PathLike[str], audio: np.ndarray, start: int, rate: int) -> None:
+    """Refuse samples of ``audio [N, channels]`` (read from sample ``start`` of ``path``) that are no audio: NaN,
+    infinite, or beyond :data:`MAX_AMPLITUDE`. Float files can hold them, and the model would turn them into
+    garbage tokens."""
+    problem = sample_problem(audio, start, rate)
+    if problem:
+        raise AudioError(f"{path}: {problem}")
+
+
+def sample_problem(audio: np.ndarray, start: int, rate: int) -> str | None:
+    """What makes samples ``audio [N, channels]`` (from sample ``start``) no audio, or None."""
     bad = ~np.isfinite(audio).all(axis=1)
     if bad.any():
-        raise AudioError(f"{path}: {int(bad.sum())} sample(s) are NaN or infinite, the first at "
-                         f"{(start + int(bad.argmax())) / rate:.3f} s")
+        return (f"{int(bad.sum())} sample(s) are NaN or infinite, the first at "
+                f"{(start + int(bad.argmax())) / rate:.3f} s")
+    peak = np.abs(audio).max(axis=1) if audio.size else np.zeros(0)
+    loud = peak > MAX_AMPLITUDE
+    if loud.any():
+        return (f"samples as large as {float(peak.max()):.3g} (the first at {(start + int(loud.argmax())) / rate:.3f} "
+                f"s), where float audio lies in [-1, 1]: refused beyond {MAX_AMPLITUDE:g} (integer PCM stored as "
+                "float? divide it by 32768)")
+    return None
 
 
 def as_waveform(audio: AudioInput, sample_rate: int, name: str = "the audio array") -> np.ndarray:
@@ -98,7 +150,8 @@ def as_waveform(audio: AudioInput, sample_rate: int, name: str = "the audio arra
 
     Raises:
         AudioError: a file that cannot be used (see :func:`load_audio`).
-        ValueError: an array of several channels or of a non-numeric dtype, or with NaN or infinite samples.
+        ValueError: an array of several channels or of a non-numeric dtype, or with NaN or infinite samples or
+            samples beyond :data:`MAX_AMPLITUDE`.
     """
     if isinstance(audio, (str, os.PathLike)):
         return load_audio(audio, sample_rate)
@@ -118,15 +171,10 @@ def as_waveform(audio: AudioInput, sample_rate: int, name: str = "the audio arra
         return (array.astype(np.float32) - np.float32(centre)) / np.float32(full_scale)
     if array.dtype.kind != "f":
         raise ValueError(f"{name}: audio samples must be floating point or integer PCM, got {array.dtype}")
-    bad = ~np.isfinite(array)
-    if not bad.any() and array.size and np.abs(array).max() > np.finfo(np.float32).max:
-        raise ValueError(f"{name}: samples as large as {np.abs(array).max():.3g} do not fit float32, and audio samples "
-                         "lie in [-1, 1] (scale the array, or pass integer PCM as an integer array)")
-    array = array.astype(np.float32, copy=False)
-    if bad.any():
-        raise ValueError(f"{name}: {int(bad.sum())} sample(s) are NaN or infinite, the first at "
-                         f"{int(bad.argmax()) / sample_rate:.3f} s")
-    return array
+    problem = sample_problem(array[:, None], 0, sample_rate)
+    if problem:
+        raise ValueError(f"{name}: {problem}")
+    return array.astype(np.float32, copy=False)
 
 
 def check_float_waveforms(waveforms: torch.Tensor) -> None:

@@ -25,7 +25,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     add_model_argument(p)
     add_device_argument(p)
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s; 0.0.0.0: all)")
-    p.add_argument("--port", type=at_least(0), default=8000, help="(default: %(default)s)")
+    p.add_argument("--port", type=at_least(0, 65535), default=8000, help="(default: %(default)s; 0: any free port)")
     p.add_argument("--language", default="en",
                    help="the language the model transcribes (ISO-639-1; requests naming another are refused; "
                         "'any' accepts all; default: %(default)s)")
@@ -84,9 +84,25 @@ def run(args: argparse.Namespace) -> int:
         except ValueError as error:  # ServeOptions names its field first: name the flag instead
             field, _, rest = str(error).partition(" ")
             raise ValueError(f"--{field.replace('_', '-')} {rest}") from None
+        check_can_listen(args.host, args.port)
         model, decodings = load_for_decoding(args, decodings, boost)
         options = dataclasses.replace(options, decoding=decodings[0])
     except (FileNotFoundError, ValueError) as error:
         return fail("transdec serve", error)
     run_server(model, options, args.host, args.port)
     return 0
+
+
+def check_can_listen(host: str, port: int) -> None:
+    """Refuse an address the server could not listen on (taken, not this machine's), before the model loads."""
+    import socket
+
+    try:
+        addresses = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        family, kind, protocol, _, address = addresses[0]
+        with socket.socket(family, kind, protocol) as probe:
+            # as uvicorn binds: a port whose last connections are still closing is free
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind(address)
+    except OSError as error:
+        raise ValueError(f"cannot listen on {host}:{port}: {error.strerror or error}") from None

@@ -104,24 +104,64 @@ async def _transcribe(request: Request, batcher: DynamicBatcher, options: ServeO
 
 
 async def _read_form(request: Request, options: ServeOptions) -> FormData:
-    """The multipart form, read through a receive that counts the body: a request without Content-Length (chunked)
-    is cut off at the size limit too."""
+    """The multipart form, read through a receive that counts the body (a request without Content-Length, chunked,
+    is cut off at the size limit too) and keeps its end, to tell a body cut off before its closing boundary (which
+    the form parser takes silently, without the part it was in) from a form without a file."""
     received = 0
+    tail = b""
 
     async def receive() -> Any:
-        nonlocal received
+        nonlocal received, tail
         message = await request.receive()
-        received += len(message.get("body", b""))
+        body = message.get("body", b"")
+        received += len(body)
         if received > options.max_request_bytes:
             raise _BodyTooLarge
+        tail = (tail + body)[-_TAIL_BYTES:]
         return message
 
     try:
-        return await Request(request.scope, receive).form(max_files=1, max_fields=1000)
+        form = await Request(request.scope, receive).form(max_files=1, max_fields=1000)
     except _BodyTooLarge:
         raise _request_too_large(options) from None
     except Exception as error:  # starlette's MultiPartException / HTTPException: a malformed form
-        raise bad_request(f"the request body is not a valid multipart form: {error}") from None
+        raise bad_request(f"the request body is not a valid multipart form: {_form_problem(error)}") from None
+    boundary = _boundary(request.headers.get("content-type", ""))
+    if boundary and b"--" + boundary + b"--" not in tail:
+        await form.close()
+        raise bad_request("the multipart body ends before its closing boundary: the upload was cut off (send the "
+                          "whole form)")
+    return form
+
+
+#: Bytes of the body's end kept to find the closing boundary (which only an epilogue could push out of them).
+_TAIL_BYTES = 4096
+
+
+def _boundary(content_type: str) -> bytes | None:
+    """The boundary of a ``multipart/form-data`` content type, None for other types."""
+    kind, _, parameters = content_type.partition(";")
+    if kind.strip().lower() != "multipart/form-data":
+        return None
+    for parameter in parameters.split(";"):
+        name, _, value = parameter.strip().partition("=")
+        if name.lower() == "boundary":
+            return value.strip().strip('"').encode("latin-1", errors="replace")
+    return None
+
+
+def _form_problem(error: BaseException) -> str:
+    """What the form parser found wrong: its own reason, which starlette's errors keep as their causes."""
+    reasons: list[str] = []
+    while error is not None and len(reasons) < 4:
+        reason = str(error).removeprefix("400: ").strip()
+        if "header size" in reason:
+            return "a part's headers are longer than the server reads (a filename thousands of characters long?)"
+        if reason and not isinstance(error, LookupError) and not any(reason in seen or seen in reason
+                                                                     for seen in reasons):
+            reasons.append(reason)
+        error = error.__cause__ or error.__context__
+    return "; ".join(reasons) or "the form parser refused it"
 
 
 def _request_too_large(options: ServeOptions) -> ApiError:
@@ -147,6 +187,9 @@ class _Fields:
     @classmethod
     def parse(cls, form: FormData, options: ServeOptions) -> _Fields:
         upload = form.get("file")
+        if isinstance(upload, str):
+            raise bad_request("the field 'file' is text, not a file: send the audio as a file part (with a filename "
+                              "in its Content-Disposition, as curl -F file=@audio.wav does)", "file", "missing_file")
         if not isinstance(upload, UploadFile):
             raise bad_request("a file is required: send the audio as the multipart field 'file'", "file",
                               "missing_file")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from transdec.audio import AudioError, load_audio, open_audio
+from transdec.audio import AudioError, known_length, load_audio, open_audio
 
 
 class AudioTooLong(ValueError):
@@ -34,8 +34,9 @@ def read_upload(data: bytes, filename: str, sample_rate: int, max_seconds: float
         path.write_bytes(data)
         try:
             with open_audio(path, sample_rate, allow_upsampling) as f:
-                if f.frames > 0 and f.frames / f.samplerate > max_seconds:
-                    raise AudioTooLong(f"{filename}: {f.frames / f.samplerate:.1f} s of audio, more than the "
+                length = known_length(f)
+                if length is not None and length / f.samplerate > max_seconds:
+                    raise AudioTooLong(f"{filename}: {length / f.samplerate:.1f} s of audio, more than the "
                                        f"server's limit of {max_seconds:g} s")
             audio = load_audio(path, sample_rate, allow_upsampling=allow_upsampling)
         except AudioError as error:

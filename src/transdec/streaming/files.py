@@ -17,9 +17,8 @@ from dataclasses import asdict, dataclass
 from typing import TextIO
 
 import numpy as np
-import soundfile
 
-from transdec.audio import AudioError, check_finite, open_audio
+from transdec.audio import AudioError, check_samples, open_audio, read_frames
 from transdec.streaming.recognizer import Recognizer, Segment, Stream
 
 
@@ -62,11 +61,11 @@ class _FileFeed:
     def read(self, count: int) -> np.ndarray:
         """Up to ``count`` more mono samples at :attr:`rate` (closing the file at its end)."""
         try:
-            audio = self.file.read(count, dtype="float32", always_2d=True)
-        except (soundfile.LibsndfileError, RuntimeError, ValueError) as error:
+            audio = read_frames(self.file, self.path, count)
+        except AudioError:
             self.file.close()
-            raise AudioError(f"{self.path}: not readable as audio ({error})") from error
-        check_finite(self.path, audio, self.read_samples, self.rate)
+            raise
+        check_samples(self.path, audio, self.read_samples, self.rate)
         self.read_samples += len(audio)
         if len(audio) < count:
             self.file.close()
