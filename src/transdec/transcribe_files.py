@@ -9,7 +9,6 @@ import json
 import os
 import signal
 import sys
-from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TextIO
@@ -147,29 +146,25 @@ def write_transcripts(items: list[AudioItem], failures: list[InputError], result
         print(f"{COMMAND}: error: cannot write {output}: cannot create the temporary file {tmp} beside it "
               f"({error.strerror})", file=sys.stderr)
         return 2
-    # Each kept line stands for one item with its key: the same recording listed twice is transcribed alike, so it
-    # does not matter which of its items a line stands for.
-    done_keys: Counter[str | None] = Counter()
-    for line in kept:
+    resumed, strays = _resumed_positions(items, kept, output_format, prefix)
+    for line in strays:  # kept lines of items no longer among the inputs: kept too, nothing is lost
         sink.write(line + "\n")
-        done_keys[line_key(line, output_format) if prefix or output_format != "text" else ""] += 1
-    todo = []
-    for item in items:
-        key = item_key(item, output_format) if prefix or output_format != "text" else ""
-        if done_keys[key]:
-            done_keys[key] -= 1
-        else:
-            todo.append(item)
+    todo_positions = [position for position in range(len(items)) if position not in resumed]
+    todo = [items[position] for position in todo_positions]
     if kept:
-        print(f"{COMMAND}: resuming: {len(items) - len(todo)} item(s) are in {output}.partial already",
-              file=sys.stderr)
+        print(f"{COMMAND}: resuming: {len(resumed)} item(s) are in {output}.partial already", file=sys.stderr)
     failed = len(failures)
     writer = None
     try:
         with _sigterm_as_interrupt(), tqdm(total=len(todo), desc="transcribe", unit="item", disable=None) as progress:
             writer = OrderedWriter(sink, progress, flush=tmp is None)
             try:
+                # The resumed lines take their items' places, so the output is in input order, as an uninterrupted
+                # run's, wherever the interruption left gaps.
+                for position, line in resumed.items():
+                    writer.done(position, line)
                 for position, item, result in results(todo, progress):
+                    position = todo_positions[position]
                     if not isinstance(result, AudioError):
                         try:
                             writer.done(position, format_result(item, result, output_format, prefix))
@@ -185,7 +180,7 @@ def write_transcripts(items: list[AudioItem], failures: list[InputError], result
     except BaseException as error:
         interrupted = isinstance(error, KeyboardInterrupt)
         message = f"{COMMAND}: {'interrupted' if interrupted else 'failed'}"
-        so_far = (writer.written if writer else 0) + len(kept)
+        so_far = (writer.written if writer else 0) + len(strays)
         if tmp is not None:
             sink.close()
             if so_far:
@@ -198,7 +193,7 @@ def write_transcripts(items: list[AudioItem], failures: list[InputError], result
         if interrupted:
             return 130
         raise
-    written = writer.written + len(kept)
+    written = writer.written + len(strays)
     if tmp is not None:
         sink.close()
         if written:
@@ -210,6 +205,28 @@ def write_transcripts(items: list[AudioItem], failures: list[InputError], result
     if failed:
         print(f"{COMMAND}: {failed} item(s) failed, {written} transcribed", file=sys.stderr)
     return 1 if failed or not written else 0
+
+
+def _resumed_positions(items: list[AudioItem], kept: list[str], output_format: str,
+                       prefix: bool) -> tuple[dict[int, str], list[str]]:
+    """Which item each kept line stands for (by its key; the same recording listed twice is transcribed alike, so
+    it does not matter which of its items a line takes), as ``{position: line}``, and the kept lines no item
+    claims."""
+    def key_of(line: str | None = None, item: AudioItem | None = None) -> str | None:
+        if not (prefix or output_format != "text"):  # one item, written without its name
+            return ""
+        return line_key(line, output_format) if item is None else item_key(item, output_format)
+
+    by_key: dict[str | None, list[int]] = {}  # key -> indices of the kept lines with it, in order
+    for index, line in enumerate(kept):
+        by_key.setdefault(key_of(line), []).append(index)
+    resumed, claimed = {}, set()
+    for position, item in enumerate(items):
+        indices = by_key.get(key_of(item=item))
+        if indices:
+            claimed.add(indices[0])
+            resumed[position] = kept[indices.pop(0)]
+    return resumed, [line for index, line in enumerate(kept) if index not in claimed]
 
 
 def _resumed_lines(output: str | None, output_format: str, resume: bool) -> list[str]:
