@@ -517,20 +517,28 @@ def test_an_address_the_server_cannot_listen_on_is_one_line_before_the_model_loa
 def test_sigterm_finishes_the_request_in_flight_then_exits_0(tmp_path):
     port = free_port()
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    # A request waits 1.5 s for companions: SIGTERM comes while it waits.
-    process = subprocess.Popen([sys.executable, "-m", "transdec", "serve", "--port", str(port), "--max-wait-ms",
-                                "1500"], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    process = subprocess.Popen([sys.executable, "-m", "transdec", "serve", "--port", str(port)], cwd=ROOT, env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         url = f"http://127.0.0.1:{port}"
         wait_until(lambda: _answers(f"{url}/health"), timeout=60)
-        with ThreadPoolExecutor(1) as pool:
-            def post():
-                with open(ROOT / LOGIC, "rb") as f:
-                    return httpx.post(f"{url}/v1/audio/transcriptions", files={"file": f}, timeout=30)
+        boundary = "transdec-test"
+        body = (f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="logic.flac"\r\n\r\n'.encode()
+                + (ROOT / LOGIC).read_bytes() + f"\r\n--{boundary}--\r\n".encode())
+        uploading = threading.Event()
 
+        def slow_body():  # the upload takes 1.5 s: SIGTERM comes while it is in flight
+            yield body[:100]
+            uploading.set()
+            time.sleep(1.5)
+            yield body[100:]
+
+        with ThreadPoolExecutor(1) as pool:
             began = time.monotonic()
-            response = pool.submit(post)
-            wait_until(lambda: "transdec_queue_depth 1" in httpx.get(f"{url}/metrics").text)  # it is in flight
+            response = pool.submit(httpx.post, f"{url}/v1/audio/transcriptions", content=slow_body(), timeout=30,
+                                   headers={"content-type": f"multipart/form-data; boundary={boundary}"})
+            assert uploading.wait(10)
+            time.sleep(0.3)
             process.send_signal(signal.SIGTERM)
             result = response.result()
         assert result.status_code == 200 and result.json()["text"] == LOGIC_TEXT

@@ -41,6 +41,25 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     limits.add_argument("--max-streams", type=at_least(1), default=16,
                         help="WebSocket streams at once, decoded in one batch; more are closed with 1013 "
                              "(default: 16)")
+    limits.add_argument("--max-per-key", type=at_least(1), default=32,
+                        help="requests and streams one API key may have in flight; more get 429 (default: 32)")
+    limits.add_argument("--body-timeout", type=finite, default=60.0, metavar="SECONDS",
+                        help="time a client has to send a whole request; a slower one gets 408 (default: 60)")
+    limits.add_argument("--stream-idle-timeout", type=finite, default=30.0, metavar="SECONDS",
+                        help="a WebSocket stream that sends nothing for this long is closed with 1008, its place "
+                             "freed (default: 30)")
+    limits.add_argument("--max-phrase-weight", type=finite, default=10.0,
+                        help="the largest weight a request may give a boost phrase (default: 10)")
+    access = p.add_argument_group("access and logs (docs/serve.md)")
+    access.add_argument("--api-key", action="append", default=[], metavar="[NAME:]KEY",
+                        help="a key requests must bring (Authorization: Bearer KEY), named in logs and metrics; "
+                             "repeat for several; also --api-keys-file and the TRANSDEC_API_KEYS variable (which, "
+                             "unlike this flag, other users of the machine cannot read)")
+    access.add_argument("--api-keys-file", default=None, metavar="FILE", help="keys, one [NAME:]KEY a line")
+    access.add_argument("--public-metrics", action="store_true", help="serve /metrics without a key")
+    access.add_argument("--public-docs", action="store_true", help="serve /docs (the OpenAPI page) without a key")
+    access.add_argument("--log-format", choices=["text", "json"], default="text",
+                        help="the one line logged per request: key=value text or a JSON object (default: text)")
     streaming = p.add_argument_group("streaming (buffered windows, as transdec stream)")
     add_buffered_arguments(streaming, chunk_help="audio encoded at a time (default: 480)")
     add_length_policy_arguments(p)
@@ -61,6 +80,7 @@ def run(args: argparse.Namespace) -> int:
         if not (importlib.util.find_spec("python_multipart") or importlib.util.find_spec("multipart")):
             raise ImportError("python-multipart, which reads uploaded forms, is not installed")
         from transdec.serve import ServeOptions, run as run_server
+        from transdec.serve.auth import ApiKeys
     except ImportError as error:
         return fail("transdec serve", f"{error}; pip install 'transdec[serve]'")
     from transdec.streaming import StreamingOptions
@@ -80,7 +100,11 @@ def run(args: argparse.Namespace) -> int:
                                    decoding=decodings[0], chunking=chunking(args), boost=boost, streaming=streaming,
                                    max_batch=args.max_batch, max_wait_ms=args.max_wait_ms, max_queue=args.max_queue,
                                    max_audio_seconds=args.max_audio_seconds, max_request_mb=args.max_request_mb,
-                                   allow_upsampling=args.allow_upsampling)
+                                   allow_upsampling=args.allow_upsampling,
+                                   api_keys=ApiKeys.gather(args.api_key, args.api_keys_file),
+                                   open_paths=open_paths(args), max_per_key=args.max_per_key,
+                                   body_timeout=args.body_timeout, stream_idle_timeout=args.stream_idle_timeout,
+                                   max_phrase_weight=args.max_phrase_weight, log_format=args.log_format)
         except ValueError as error:  # ServeOptions names its field first: name the flag instead
             field, _, rest = str(error).partition(" ")
             raise ValueError(f"--{field.replace('_', '-')} {rest}") from None
@@ -91,6 +115,12 @@ def run(args: argparse.Namespace) -> int:
         return fail("transdec serve", error)
     run_server(model, options, args.host, args.port)
     return 0
+
+
+def open_paths(args: argparse.Namespace) -> tuple[str, ...]:
+    """The paths served without a key: ``/health``, and what ``--public-metrics`` and ``--public-docs`` open."""
+    docs = ("/docs", "/redoc", "/openapi.json") if args.public_docs else ()
+    return ("/health", *(("/metrics",) if args.public_metrics else ()), *docs)
 
 
 def check_can_listen(host: str, port: int) -> None:

@@ -19,8 +19,11 @@ from starlette.exceptions import HTTPException
 from transdec.biasing.items import bind_boosts
 from transdec.biasing.phrases import BoostPhrase
 from transdec.protocol import SpeechModel
+from transdec.serve.access import RequestLog
+from transdec.serve.auth import Authentication
 from transdec.serve.batcher import DynamicBatcher
 from transdec.serve.errors import ApiError, error_type_for
+from transdec.serve.limits import KeyLimits
 from transdec.serve.metrics import Metrics
 from transdec.serve.openai_api import transcription_router
 from transdec.serve.options import ServeOptions, streaming_options
@@ -59,6 +62,7 @@ def create_app(model: SpeechModel, options: ServeOptions = ServeOptions()) -> Fa
 
     batcher = DynamicBatcher(decode_batch, worker, metrics, model.sample_rate, options.max_batch, options.max_wait_ms,
                              options.max_queue)
+    limits = KeyLimits(options.max_per_key)  # shared by requests and streams: one count per key
     # Boosts given as text are tokenized for the model here, as transcribe does for the batches.
     try:
         streaming = streaming_options(options, bind_boosts(options.decoding, model.tokenizer))
@@ -67,7 +71,7 @@ def create_app(model: SpeechModel, options: ServeOptions = ServeOptions()) -> Fa
         hub, stream_routes = None, unavailable_stream_router(str(error))
     else:
         hub = StreamingHub(Recognizer(model, streaming), worker, metrics, options.stream_buffer_seconds)
-        stream_routes = stream_router(hub)
+        stream_routes = stream_router(hub, limits, options.stream_idle_timeout)
     state = ServerState(model, options, metrics, worker, batcher, hub)
 
     @asynccontextmanager
@@ -87,7 +91,7 @@ def create_app(model: SpeechModel, options: ServeOptions = ServeOptions()) -> Fa
 
     app = FastAPI(title="transdec", summary="Transducer speech recognition, OpenAI-compatible", lifespan=lifespan)
     app.state.transdec = state
-    app.include_router(transcription_router(batcher, metrics, options, model.sample_rate))
+    app.include_router(transcription_router(batcher, limits, options, model.sample_rate))
     app.include_router(stream_routes)
 
     @app.get("/health")
@@ -99,6 +103,9 @@ def create_app(model: SpeechModel, options: ServeOptions = ServeOptions()) -> Fa
         return PlainTextResponse(metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
     _add_error_handlers(app)
+    # Outermost first: every request gets its id and log line, those refused for their key too.
+    app.add_middleware(Authentication, keys=options.api_keys, open_paths=options.open_paths)
+    app.add_middleware(RequestLog, metrics=metrics, log_format=options.log_format)
     return app
 
 

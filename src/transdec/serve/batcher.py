@@ -1,11 +1,12 @@
 """Dynamic batching: requests that arrive close together are transcribed in one batch.
 
-A request first takes a *slot* (:meth:`DynamicBatcher.admit`) before its upload is read: there are ``max_queue``,
-and none left means 503, so the audio held in memory is bounded however many clients call. With its audio
-decoded it joins the queue (:meth:`DynamicBatcher.transcribe`). The batching loop waits for the first request,
-then up to ``max_wait_ms`` from its arrival for others, takes up to ``max_batch``, frees their slots and has the
-model thread transcribe them in one call: one padded encoder batch, one decoder call, each request with its own
-boost phrases (:func:`transdec.transcribe`). While a batch runs the next one gathers, so under load batches fill
+A request takes a *slot* (:meth:`DynamicBatcher.admit`) once its upload has arrived, before its audio is decoded:
+there are ``max_queue``, and none left means 503, so the decoded audio held in memory is bounded however many
+clients call (and a client still uploading holds none). With its audio decoded it joins the queue
+(:meth:`DynamicBatcher.transcribe`). The batching loop waits for the first request, then, while others are on
+their way (admitted, their audio being read), up to ``max_wait_ms`` from its arrival for them (a lone request
+does not wait), takes up to ``max_batch``, frees their slots and has the model thread transcribe them in one call:
+one padded encoder batch, one decoder call, each request with its own boost phrases (:func:`transdec.transcribe`). While a batch runs the next one gathers, so under load batches fill
 up without waiting. A request whose client goes away is dropped from the queue if its batch has not started.
 
 The loop runs on the event loop; only the model call runs on the model thread (:class:`~transdec.serve.worker.
@@ -66,6 +67,7 @@ class _Job:
     phrases: list[BoostPhrase]
     slot: Slot
     arrived: float
+    timing: dict[str, float]  # filled in: milliseconds in the queue and decoding
     future: asyncio.Future = field(default_factory=lambda: asyncio.get_running_loop().create_future())
 
 
@@ -95,11 +97,18 @@ class DynamicBatcher:
     def _release(self) -> None:
         self._admitted -= 1
         self.metrics.queued = self._admitted
+        if self._arrived is not None:  # one fewer on its way: the batching loop may stop waiting for it
+            self._arrived.set()
 
     @property
     def waiting(self) -> int:
         """Requests in the queue with their audio decoded, waiting for a batch."""
         return len(self._waiting)
+
+    @property
+    def arriving(self) -> int:
+        """Requests admitted and not yet in the queue: their audio is being read, they join it in moments."""
+        return self._admitted - len(self._waiting)
 
     @property
     def running(self) -> int:
@@ -111,12 +120,14 @@ class DynamicBatcher:
         batches = math.ceil(self.max_queue / self.max_batch) + 1
         return max(1, math.ceil(batches * self.metrics.mean_batch_seconds()))
 
-    async def transcribe(self, slot: Slot, waveform: np.ndarray, phrases: Sequence[BoostPhrase] = ()) -> Transcript:
-        """The transcript of ``waveform`` (at the model's rate), decoded in the next batch. Cancelling the caller
-        takes the request out of the queue if its batch has not started."""
+    async def transcribe(self, slot: Slot, waveform: np.ndarray, phrases: Sequence[BoostPhrase] = (),
+                         timing: dict[str, float] | None = None) -> Transcript:
+        """The transcript of ``waveform`` (at the model's rate), decoded in the next batch; ``timing`` gets the
+        milliseconds it waited in the queue (``queue_ms``) and its batch took (``decode_ms``). Cancelling the
+        caller takes the request out of the queue if its batch has not started."""
         if self._task is None:
             raise RuntimeError("the batcher is not running (start() it)")
-        job = _Job(waveform, list(phrases), slot, time.perf_counter())
+        job = _Job(waveform, list(phrases), slot, time.perf_counter(), {} if timing is None else timing)
         self._waiting.append(job)
         assert self._arrived is not None
         self._arrived.set()
@@ -148,8 +159,9 @@ class DynamicBatcher:
             while not self._waiting:
                 self._arrived.clear()
                 await self._arrived.wait()
-            # Wait for companions up to max_wait after the oldest request arrived, or until the batch is full.
-            while len(self._waiting) < self.max_batch:
+            # Wait for companions up to max_wait after the oldest request arrived, or until the batch is full, but
+            # only while one is on its way (admitted, its audio being read): a lone request starts at once.
+            while len(self._waiting) < self.max_batch and self.arriving:
                 remaining = self._waiting[0].arrived + self.max_wait - time.perf_counter() if self._waiting else 0
                 if remaining <= 0:
                     break
@@ -167,10 +179,11 @@ class DynamicBatcher:
                 await self._run(batch)
 
     async def _run(self, batch: list[_Job]) -> None:
+        began = time.perf_counter()
         for job in batch:  # decoding starts: their places go to new requests
             job.slot.release()
+            job.timing["queue_ms"] = round((began - job.arrived) * 1000, 1)
         self._running = len(batch)
-        began = time.perf_counter()
         try:
             try:
                 results = await self.worker.run(self.decode, [j.waveform for j in batch], [j.phrases for j in batch])
@@ -187,6 +200,7 @@ class DynamicBatcher:
         audio = sum(len(job.waveform) for job in batch) / self.sample_rate
         self.metrics.batch_done(len(batch), audio, seconds)
         for job, result in zip(batch, results if len(results) == len(batch) else results * len(batch)):
+            job.timing["decode_ms"] = round(seconds * 1000, 1)
             if job.future.done():  # its client went away while it was decoded
                 continue
             if isinstance(result, Exception):

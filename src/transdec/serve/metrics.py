@@ -58,7 +58,7 @@ class Metrics:
     def __init__(self, model_name: str, max_batch: int) -> None:
         self.model_name = model_name
         self._lock = threading.Lock()
-        self.requests: dict[tuple[str, int], int] = {}  # (endpoint, status) -> count
+        self.requests: dict[tuple[str, int, str], int] = {}  # (endpoint, status, key name) -> count
         self.latency = Histogram(LATENCY_BUCKETS)
         self.batch_size = Histogram(batch_buckets(max_batch))
         self.audio_seconds = 0.0  # decoded by the transcription endpoint
@@ -71,9 +71,12 @@ class Metrics:
         self.stream_steps = 0
         self.stream_step_seconds = 0.0
 
-    def request_done(self, endpoint: str, status: int, seconds: float) -> None:
+    def request_done(self, endpoint: str, status: int, seconds: float, key: str | None = None) -> None:
+        """One request answered with ``status`` after ``seconds``; ``key``: the name of its API key (None: the server
+        has no keys, or the request came without a valid one)."""
         with self._lock:
-            self.requests[endpoint, status] = self.requests.get((endpoint, status), 0) + 1
+            labels = (endpoint, status, key or "")
+            self.requests[labels] = self.requests.get(labels, 0) + 1
             self.latency.observe(seconds)
 
     def batch_done(self, size: int, audio_seconds: float, seconds: float) -> None:
@@ -110,10 +113,10 @@ class Metrics:
 
             series("transdec_info", "gauge", "The model served.",
                    [f'transdec_info{{model="{_label(self.model_name)}"}} 1'])
-            series("transdec_requests_total", "counter", "HTTP transcription requests by endpoint and status "
-                   "(499: the client went away first).",
-                   [f'transdec_requests_total{{endpoint="{e}",status="{s}"}} {n}'
-                    for (e, s), n in sorted(self.requests.items())])
+            series("transdec_requests_total", "counter", "HTTP transcription requests by endpoint, status (401: no "
+                   "valid API key, 429: its key's limit, 499: the client went away first) and API key name.",
+                   [f'transdec_requests_total{{endpoint="{e}",status="{s}"' + (f',key="{_label(k)}"' if k else "")
+                    + f"}} {n}" for (e, s, k), n in sorted(self.requests.items())])
             series("transdec_request_seconds", "histogram", "Time from a request's arrival to its response.",
                    self.latency.lines("transdec_request_seconds"))
             series("transdec_batch_size", "histogram", "Requests decoded together in one batch.",

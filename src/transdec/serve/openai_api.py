@@ -9,10 +9,10 @@ The form fields (docs/serve.md has the table): ``file`` (required), ``model`` (a
 from __future__ import annotations
 
 import asyncio
-import time
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from starlette.concurrency import run_in_threadpool
@@ -20,16 +20,14 @@ from starlette.datastructures import FormData, UploadFile
 
 from transdec.audio import AudioError
 from transdec.biasing.phrases import BoostPhrase
-from transdec.serve.batcher import DynamicBatcher, QueueFull
+from transdec.serve.batcher import DynamicBatcher, QueueFull, Slot
 from transdec.serve.errors import ApiError, bad_request, overloaded, too_large
-from transdec.serve.metrics import Metrics
+from transdec.serve.limits import BodyTimeout, KeyLimits, TooManyForKey, receive_within
 from transdec.serve.options import ServeOptions
 from transdec.serve.responses import FORMATS, GRANULARITIES, subtitles, verbose_json
 from transdec.serve.uploads import AudioTooLong, read_upload
 from transdec.transcribe import Transcript
 
-#: What the metrics call this endpoint.
-ENDPOINT = "transcriptions"
 #: Status recorded for a request whose client went away before its response (nginx's "client closed request").
 CLIENT_GONE = 499
 
@@ -38,7 +36,7 @@ class _BodyTooLarge(Exception):
     pass
 
 
-def transcription_router(batcher: DynamicBatcher, metrics: Metrics, options: ServeOptions,
+def transcription_router(batcher: DynamicBatcher, limits: KeyLimits, options: ServeOptions,
                          sample_rate: int) -> APIRouter:
     """The transcription and model-listing routes of one server."""
     router = APIRouter()
@@ -50,17 +48,14 @@ def transcription_router(batcher: DynamicBatcher, metrics: Metrics, options: Ser
 
     @router.post("/v1/audio/transcriptions")
     async def transcriptions(request: Request) -> Response:
-        began = time.perf_counter()
-        status = 500
         try:
-            response = await _transcribe(request, batcher, options, sample_rate)
-            status = response.status_code
-            return response
-        except ApiError as error:
-            status = error.status
-            raise
+            release = limits.acquire(getattr(request.state, "key_name", None))
+        except TooManyForKey as error:
+            raise ApiError(429, str(error), "rate_limit_error", None, "too_many_concurrent_requests") from None
+        try:
+            return await _transcribe(request, batcher, options, sample_rate)
         finally:
-            metrics.request_done(ENDPOINT, status, time.perf_counter() - began)
+            release()
 
     return router
 
@@ -69,25 +64,36 @@ async def _transcribe(request: Request, batcher: DynamicBatcher, options: ServeO
     length = request.headers.get("content-length")
     if length and length.isdigit() and int(length) > options.max_request_bytes:  # refused before it is read
         raise _request_too_large(options)
+    form = await _read_form(request, options)
     try:
+        fields = _Fields.parse(form, options)
+        data = await fields.upload.read()
+    finally:
+        await form.close()
+    try:  # a place in the queue only now, with the upload in: a slow upload keeps nobody out
         slot = batcher.admit()
     except QueueFull as full:
         raise overloaded(full.retry_after) from None
     with slot:
-        form = await _read_form(request, options)
         try:
-            fields = _Fields.parse(form, options)
-            data = await fields.upload.read()
-            try:
-                waveform = await run_in_threadpool(read_upload, data, fields.upload.filename or "audio", sample_rate,
-                                                   options.max_audio_seconds, options.allow_upsampling)
-            except AudioTooLong as error:
-                raise too_large(str(error), "file", "audio_too_long") from None
-            except (AudioError, ValueError) as error:
-                raise bad_request(str(error), "file", "invalid_audio") from None
-        finally:
-            await form.close()
-        job = asyncio.ensure_future(batcher.transcribe(slot, waveform, fields.phrases))
+            waveform = await run_in_threadpool(read_upload, data, fields.upload.filename or "audio", sample_rate,
+                                               options.max_audio_seconds, options.allow_upsampling)
+        except AudioTooLong as error:
+            raise too_large(str(error), "file", "audio_too_long") from None
+        except (AudioError, ValueError) as error:
+            raise bad_request(str(error), "file", "invalid_audio") from None
+        del data
+        request.state.audio_seconds = round(len(waveform) / sample_rate, 3)
+        return await _decode(request, batcher, slot, waveform, fields, options)
+
+
+async def _decode(request: Request, batcher: DynamicBatcher, slot: Slot, waveform: np.ndarray, fields: _Fields,
+                  options: ServeOptions) -> Response:
+    """The response with the transcript of ``waveform``, decoded in the next batch; a client that goes away first
+    takes its request out of the queue (status 499)."""
+    timing: dict[str, float] = {}
+    try:
+        job = asyncio.ensure_future(batcher.transcribe(slot, waveform, fields.phrases, timing))
         gone = asyncio.ensure_future(_client_gone(request))
         try:
             await asyncio.wait({job, gone}, return_when=asyncio.FIRST_COMPLETED)
@@ -100,6 +106,9 @@ async def _transcribe(request: Request, batcher: DynamicBatcher, options: ServeO
             await asyncio.wait({job})
             return Response(status_code=CLIENT_GONE)
         transcript = job.result()
+    finally:
+        for name, value in timing.items():
+            setattr(request.state, name, value)
     return fields.response(transcript, options)
 
 
@@ -109,10 +118,11 @@ async def _read_form(request: Request, options: ServeOptions) -> FormData:
     the form parser takes silently, without the part it was in) from a form without a file."""
     received = 0
     tail = b""
+    receive_in_time = receive_within(request.receive, options.body_timeout)
 
     async def receive() -> Any:
         nonlocal received, tail
-        message = await request.receive()
+        message = await receive_in_time()
         body = message.get("body", b"")
         received += len(body)
         if received > options.max_request_bytes:
@@ -124,6 +134,9 @@ async def _read_form(request: Request, options: ServeOptions) -> FormData:
         form = await Request(request.scope, receive).form(max_files=1, max_fields=1000)
     except _BodyTooLarge:
         raise _request_too_large(options) from None
+    except BodyTimeout as error:  # a slow or stalled upload: its connection goes, with its place
+        raise ApiError(408, f"{error}: send the whole request faster, or ask for a longer --body-timeout",
+                       "invalid_request_error", "file", "request_timeout") from None
     except Exception as error:  # starlette's MultiPartException / HTTPException: a malformed form
         raise bad_request(f"the request body is not a valid multipart form: {_form_problem(error)}") from None
     boundary = _boundary(request.headers.get("content-type", ""))
@@ -209,7 +222,8 @@ class _Fields:
         if (_text(form, "stream") or "").lower() == "true":
             raise bad_request("stream=true is not supported here; stream audio through the WebSocket endpoint "
                               "/v1/audio/stream instead", "stream")
-        return cls(upload, response_format, "word" in granularities, _phrases(form, options.max_phrases))
+        return cls(upload, response_format, "word" in granularities,
+                   _phrases(form, options.max_phrases, options.max_phrase_weight))
 
     def response(self, transcript: Transcript, options: ServeOptions) -> Response:
         if self.response_format == "json":
@@ -228,9 +242,10 @@ def _text(form: FormData, name: str) -> str | None:
     return value.strip() if value is not None else None
 
 
-def _phrases(form: FormData, limit: int) -> list[BoostPhrase]:
+def _phrases(form: FormData, limit: int, max_weight: float) -> list[BoostPhrase]:
     """This request's boost phrases: each ``keywords[]`` value (OpenAI's field for words to guide transcription),
-    and each line of ``boost`` (a phrase, optionally a TAB and its weight, as in a phrase file)."""
+    and each line of ``boost`` (a phrase, optionally a TAB and its weight, as in a phrase file, at most
+    ``max_weight`` in absolute value)."""
     texts = [value for value in [*form.getlist("keywords[]"), *form.getlist("keywords")] if isinstance(value, str)]
     phrases = [BoostPhrase(text.strip()) for text in texts if text.strip()]
     boost = _text(form, "boost") or ""
@@ -242,6 +257,9 @@ def _phrases(form: FormData, limit: int) -> list[BoostPhrase]:
             phrases.append(BoostPhrase(text.strip(), float(weight) if weight.strip() else 1.0))
         except ValueError as error:
             raise bad_request(f"boost line {number}: {error}", "boost") from None
+        if abs(phrases[-1].weight) > max_weight:
+            raise bad_request(f"boost line {number}: weight {phrases[-1].weight:g} is beyond this server's limit of "
+                              f"{max_weight:g} (a factor on its boost weight)", "boost")
     if len(phrases) > limit:
         raise bad_request(f"{len(phrases)} boost phrases, more than the server's limit of {limit}", "boost")
     return phrases

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, replace
 from transdec.biasing.items import BoostOptions
 from transdec.decoding import DecodingConfig
 from transdec.long_audio import ChunkingConfig
+from transdec.serve.auth import ApiKeys
 from transdec.streaming import StreamingOptions
 
 
@@ -35,6 +36,15 @@ class ServeOptions:
         stream_buffer_seconds: audio a WebSocket client may send ahead of the recognizer before the server stops
             reading from it (backpressure through TCP).
         shutdown_timeout: seconds a graceful shutdown waits for requests in flight before cancelling them.
+        api_keys: the keys requests must bring (:mod:`transdec.serve.auth`); empty: none needed.
+        open_paths: paths served without a key (``/health``; ``/metrics``, ``/docs`` where asked for).
+        max_per_key: requests and streams one key may have in flight (429 beyond; None: no limit).
+        body_timeout: seconds a client has to send a request's whole body (408 after).
+        stream_idle_timeout: seconds a WebSocket stream may send nothing before it is closed (1008) and its place
+            freed.
+        max_phrase_weight: the largest weight (in absolute value) a request may give a boost phrase, a factor on
+            ``boost.weight``: a request's boosting cannot make the decoder emit a token at every frame.
+        log_format: the access log's lines (one per request): ``"text"`` or ``"json"``.
     """
 
     model_name: str = "transdec"
@@ -52,16 +62,26 @@ class ServeOptions:
     allow_upsampling: bool = False
     stream_buffer_seconds: float = 10.0
     shutdown_timeout: float = 60.0
+    api_keys: ApiKeys = field(default_factory=lambda: ApiKeys({}))
+    open_paths: tuple[str, ...] = ("/health",)
+    max_per_key: int | None = 32
+    body_timeout: float = 60.0
+    stream_idle_timeout: float = 30.0
+    max_phrase_weight: float = 10.0
+    log_format: str = "text"
 
     def __post_init__(self) -> None:
-        for name in ("max_batch", "max_queue", "max_phrases"):
-            if getattr(self, name) < 1:
+        for name in ("max_batch", "max_queue", "max_phrases", "max_per_key"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
-        for name in ("max_audio_seconds", "max_request_mb", "stream_buffer_seconds", "shutdown_timeout"):
+        for name in ("max_audio_seconds", "max_request_mb", "stream_buffer_seconds", "shutdown_timeout",
+                     "body_timeout", "stream_idle_timeout", "max_phrase_weight"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
         if not self.max_wait_ms >= 0:
             raise ValueError(f"max_wait_ms must be 0 or more, got {self.max_wait_ms}")
+        if self.log_format not in ("text", "json"):
+            raise ValueError(f"log_format must be 'text' or 'json', got {self.log_format!r}")
 
     @property
     def max_request_bytes(self) -> int:

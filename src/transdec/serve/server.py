@@ -5,17 +5,34 @@ connections, finishes the requests in flight (up to ``shutdown_timeout``), close
 from __future__ import annotations
 
 import contextlib
+import ipaddress
+import logging
+import socket
 from collections.abc import Iterator
 
 from transdec.protocol import SpeechModel
 from transdec.serve.app import create_app
 from transdec.serve.options import ServeOptions
 
+logger = logging.getLogger("transdec.serve")
+
 
 def run(model: SpeechModel, options: ServeOptions = ServeOptions(), host: str = "127.0.0.1", port: int = 8000,
         log_level: str = "info") -> None:
-    """Serve ``model`` on ``host:port`` until SIGTERM or Ctrl-C, then shut down gracefully and return."""
+    """Serve ``model`` on ``host:port`` until SIGTERM or Ctrl-C, then shut down gracefully and return. One access log
+    line per request goes to standard error (``options.log_format``), in place of uvicorn's."""
     import uvicorn
+
+    if not options.api_keys and not is_loopback(host):
+        logger.warning("transdec serve: listening on %s without API keys: anyone who reaches the port can use it "
+                       "(--api-key, --api-keys-file or TRANSDEC_API_KEYS; docs/serve.md)", host)
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(message)s" if options.log_format == "json" else
+                                           "%(asctime)s %(message)s"))
+    access = logging.getLogger("transdec.serve.access")
+    access.addHandler(handler)
+    access.setLevel(logging.INFO)
+    access.propagate = False
 
     class Server(uvicorn.Server):
         @contextlib.contextmanager
@@ -29,5 +46,16 @@ def run(model: SpeechModel, options: ServeOptions = ServeOptions(), host: str = 
                     getattr(self, "_captured_signals", []).clear()
 
     config = uvicorn.Config(create_app(model, options), host=host, port=port, log_level=log_level,
-                            timeout_graceful_shutdown=options.shutdown_timeout)
-    Server(config).run()
+                            timeout_graceful_shutdown=options.shutdown_timeout, access_log=False)
+    try:
+        Server(config).run()
+    finally:
+        access.removeHandler(handler)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (a name or an address) is this machine's loopback, reachable from nowhere else."""
+    try:
+        return all(ipaddress.ip_address(info[4][0]).is_loopback for info in socket.getaddrinfo(host, None))
+    except (OSError, ValueError):
+        return False

@@ -15,50 +15,73 @@ import json
 from fastapi import APIRouter, WebSocket
 from starlette.websockets import WebSocketDisconnect, WebSocketState
 
+from transdec.serve.auth import SUBPROTOCOL
+from transdec.serve.limits import KeyLimits, TooManyForKey
 from transdec.serve.streams import Connection, HubFull, StreamConfig, StreamingHub
 
-#: Close codes (RFC 6455): normal; the data was not what the protocol expects; the config did not come in time, or
-#: the server's decoding strategy does not stream; the server failed; every stream is taken (try again later).
+#: Close codes (RFC 6455): normal; the data was not what the protocol expects; the config or the audio did not come
+#: in time, or the server's decoding strategy does not stream; the server failed; every stream is taken, or the
+#: client's API key has its limit of streams (try again later).
 CLOSE_CODES = {"done": 1000, "bad_data": 1003, "timeout": 1008, "unavailable": 1008, "error": 1011, "busy": 1013}
 #: Seconds a client has to send its config after connecting.
 CONFIG_TIMEOUT_SECONDS = 10.0
 
 
-def stream_router(hub: StreamingHub) -> APIRouter:
-    """The WebSocket route of one server."""
+def stream_router(hub: StreamingHub, limits: KeyLimits, idle_timeout: float) -> APIRouter:
+    """The WebSocket route of one server: each stream counts towards its API key's limit, and one that sends nothing
+    for ``idle_timeout`` seconds is closed, its place freed."""
     router = APIRouter()
 
     @router.websocket("/v1/audio/stream")
     async def stream(websocket: WebSocket) -> None:
-        await websocket.accept()
-        if hub.full:  # before waiting for a config that could not be served
-            return await _refuse(websocket, hub)
+        await _accept(websocket)
         try:
-            message = await asyncio.wait_for(websocket.receive(), CONFIG_TIMEOUT_SECONDS)
-        except asyncio.TimeoutError:
-            return await _close(websocket, "timeout", f"no config within {CONFIG_TIMEOUT_SECONDS:g} s")
-        if message["type"] == "websocket.disconnect":
-            return
+            release = limits.acquire(websocket.scope.get("state", {}).get("key_name"))
+        except TooManyForKey as error:
+            hub.metrics.stream_ended("refused")
+            return await _close(websocket, "busy", str(error))
         try:
-            config = StreamConfig.parse(_json(message))
-        except ValueError as error:
-            return await _close(websocket, "bad_data", str(error))
-        try:
-            connection = hub.connect(config)
-        except HubFull:
-            return await _refuse(websocket, hub)
-        outcome = "disconnected"
-        sender = asyncio.ensure_future(_send_events(websocket, connection))
-        try:
-            outcome = await _receive_audio(websocket, hub, connection, sender)
-            if outcome == "ended":
-                outcome = await sender
+            await _serve(websocket, hub, idle_timeout)
         finally:
-            hub.close(connection)
-            sender.cancel()
-            hub.metrics.stream_ended(outcome)
+            release()
 
     return router
+
+
+async def _accept(websocket: WebSocket) -> None:
+    """Accept the connection, with the subprotocol a browser offered beside its key (never the key itself)."""
+    offered = websocket.scope.get("subprotocols", [])
+    await websocket.accept(subprotocol=SUBPROTOCOL if SUBPROTOCOL in offered else None)
+
+
+async def _serve(websocket: WebSocket, hub: StreamingHub, idle_timeout: float) -> None:
+    """One client's stream, from its config to its end."""
+    if hub.full:  # before waiting for a config that could not be served
+        return await _refuse(websocket, hub)
+    try:
+        message = await asyncio.wait_for(websocket.receive(), CONFIG_TIMEOUT_SECONDS)
+    except asyncio.TimeoutError:
+        return await _close(websocket, "timeout", f"no config within {CONFIG_TIMEOUT_SECONDS:g} s")
+    if message["type"] == "websocket.disconnect":
+        return
+    try:
+        config = StreamConfig.parse(_json(message))
+    except ValueError as error:
+        return await _close(websocket, "bad_data", str(error))
+    try:
+        connection = hub.connect(config)
+    except HubFull:
+        return await _refuse(websocket, hub)
+    outcome = "disconnected"
+    sender = asyncio.ensure_future(_send_events(websocket, connection))
+    try:
+        outcome = await _receive_audio(websocket, hub, connection, sender, idle_timeout)
+        if outcome == "ended":
+            outcome = await sender
+    finally:
+        hub.close(connection)
+        sender.cancel()
+        hub.metrics.stream_ended(outcome)
 
 
 def unavailable_stream_router(reason: str) -> APIRouter:
@@ -68,17 +91,23 @@ def unavailable_stream_router(reason: str) -> APIRouter:
 
     @router.websocket("/v1/audio/stream")
     async def stream(websocket: WebSocket) -> None:
-        await websocket.accept()
+        await _accept(websocket)
         await _close(websocket, "unavailable", reason)
 
     return router
 
 
 async def _receive_audio(websocket: WebSocket, hub: StreamingHub, connection: Connection,
-                         sender: asyncio.Future) -> str:
-    """Feed the client's frames until its end ("ended"), its leaving ("disconnected") or a problem."""
+                         sender: asyncio.Future, idle_timeout: float) -> str:
+    """Feed the client's frames until its end ("ended"), its leaving ("disconnected"), ``idle_timeout`` seconds
+    without a message ("idle") or a problem."""
     while True:
-        message = await websocket.receive()
+        try:
+            message = await asyncio.wait_for(websocket.receive(), idle_timeout)
+        except asyncio.TimeoutError:
+            await _close(websocket, "timeout", f"no audio for {idle_timeout:g} s: the stream is closed and its place "
+                                               "freed")
+            return "idle"
         if message["type"] == "websocket.disconnect":
             return "disconnected"
         if message.get("bytes") is not None:
