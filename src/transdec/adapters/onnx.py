@@ -4,10 +4,12 @@
 the predictor step (state as explicit inputs and outputs) and the joiner run in ONNX Runtime sessions behind
 transdec's model protocol (:mod:`transdec.protocol`), so every transdec decoder runs on them, batched.
 
-The directory holds ``encoder*.onnx``, ``decoder*.onnx``, ``joiner*.onnx`` and ``tokens.txt``. The layout comes
-from the metadata: ``transdec_*`` keys (transdec's exports, :mod:`transdec.export.onnx`), else ``pred_rnn_layers``
-on the encoder (NeMo layout: LSTM state ``[L, N, H]``, TDT when the ``url`` names "tdt"), else ``context_size``
-on the decoder (icefall layout: stateless, blank 0). Scores are raw joiner logits in transdec's output layout
+The directory holds ``encoder*.onnx``, ``decoder*.onnx``, ``joiner*.onnx`` (float32 or ``.int8.onnx``, chosen by
+``variant``) and ``tokens.txt``. The layout comes from the metadata: ``transdec_*`` keys (transdec's exports,
+:mod:`transdec.export.onnx`), else ``pred_rnn_layers`` on the encoder (NeMo layout: LSTM state ``[L, N, H]``, TDT
+when the ``url`` names "tdt"), else icefall's format (:mod:`transdec.adapters.onnx_icefall`: ``context_size`` on
+the decoder, stateless, blank 0; sherpa-onnx's published Zipformer and Conformer transducers). Streaming exports
+(encoders with cached state inputs) are refused. Scores are raw joiner logits in transdec's output layout
 (icefall's blank-first order is undone here).
 """
 
@@ -24,7 +26,8 @@ import torch
 from torch import Tensor
 
 from transdec.adapters.onnx_features import sherpa_front_end
-from transdec.adapters.onnx_files import TokensTokenizer, find_parts, read_tokens
+from transdec.adapters.onnx_files import TokensTokenizer, find_parts, int_metadata, read_tokens
+from transdec.adapters.onnx_icefall import SUBSAMPLING_FACTOR, is_icefall, read_icefall, refuse_streaming
 from transdec.adapters.onnx_parts import OnnxJoint, OnnxLstmPredictor, OnnxStatelessPredictor, numpy_of
 from transdec.audio import check_float_waveforms
 from transdec.protocol import HeadSpec
@@ -84,6 +87,8 @@ class OnnxTransducer(Transcribing):
         self.front_end = front_end
         self.metadata: dict[str, Any] = {"source": str(info.files["encoder"].parent), "layout": info.layout}
         self._encoder_inputs = [i.name for i in encoder.get_inputs()]
+        # icefall exports made with --use-int32-inputs take int32 lengths; everything else int64.
+        self._length_dtype = np.int32 if encoder.get_inputs()[1].type == "tensor(int32)" else np.int64
         dims = encoder.get_outputs()[0].shape
         width = dims[1] if info.layout == "nemo" else dims[2]
         self.encoder = OnnxEncoderInfo(width if isinstance(width, int) else -1, info.subsampling_factor,
@@ -143,8 +148,9 @@ class OnnxTransducer(Transcribing):
         features = features.float()
         if self.config.layout == "nemo":
             features = features.transpose(1, 2)
-        out, out_lengths = self.encoder_session.run(None, {self._encoder_inputs[0]: numpy_of(features),
-                                                            self._encoder_inputs[1]: numpy_of(lengths.long())})
+        out, out_lengths = self.encoder_session.run(None, {
+            self._encoder_inputs[0]: numpy_of(features),
+            self._encoder_inputs[1]: numpy_of(lengths).astype(self._length_dtype, copy=False)})
         encoded = torch.from_numpy(out)
         if self.config.layout == "nemo":
             encoded = encoded.transpose(1, 2)
@@ -162,16 +168,22 @@ class OnnxTransducer(Transcribing):
 
 
 
-def load_onnx(path: str | os.PathLike[str], num_threads: int = 1, front_end: str = "model") -> OnnxTransducer:
+def load_onnx(path: str | os.PathLike[str], num_threads: int = 1, front_end: str = "model",
+              variant: str = "fp32") -> OnnxTransducer:
     """Load an ONNX Transducer directory (see the module docstring).
 
     Args:
         num_threads: ONNX Runtime intra-op threads per session (1 is fastest for the small per-label calls of
             decoding).
         front_end: what :meth:`OnnxTransducer.encode` computes: ``"model"``, the features the export's metadata
-            names (exactly PyTorch's for transdec's exports); ``"sherpa"``, the features sherpa-onnx computes for
-            this layout (:class:`~transdec.adapters.onnx_features.SherpaFrontEnd`; needs kaldi-native-fbank), so
-            that transcripts equal sherpa-onnx's.
+            names (exactly PyTorch's for transdec's exports; sherpa-onnx's for icefall-format exports, which is
+            what icefall trains on); ``"sherpa"``, the features sherpa-onnx computes for this layout
+            (:class:`~transdec.adapters.onnx_features.SherpaFrontEnd`; needs kaldi-native-fbank), so that
+            transcripts equal sherpa-onnx's.
+        variant: which files to load where a directory has float32 and int8 ones side by side
+            (``encoder-epoch-99-avg-1.onnx`` and ``encoder-epoch-99-avg-1.int8.onnx``): ``"fp32"`` (the default) or
+            ``"int8"``; a part with only one of the two loads that one
+            (:func:`~transdec.adapters.onnx_files.find_parts`).
     """
     if front_end not in ("model", "sherpa"):
         raise ValueError(f"front_end must be 'model' or 'sherpa', got {front_end!r}")
@@ -181,7 +193,7 @@ def load_onnx(path: str | os.PathLike[str], num_threads: int = 1, front_end: str
         raise ImportError("ONNX models run on ONNX Runtime (onnxruntime), which is not installed") from error
 
     directory = Path(path)
-    files = find_parts(directory)
+    files = find_parts(directory, variant)
     options = ort.SessionOptions()
     options.intra_op_num_threads = num_threads
     options.inter_op_num_threads = 1
@@ -192,6 +204,7 @@ def load_onnx(path: str | os.PathLike[str], num_threads: int = 1, front_end: str
         except Exception as error:  # ONNX Runtime's own load errors
             raise ValueError(f"{file}: ONNX Runtime cannot load it: {error}") from error
     meta = {part: dict(s.get_modelmeta().custom_metadata_map) for part, s in sessions.items()}
+    refuse_streaming(directory, files, sessions, meta)
     pieces = read_tokens(directory / "tokens.txt")
     info, predictor = _describe(directory, files, sessions, meta, pieces)
     tokenizer: Any = TokensTokenizer(_token_pieces(info, pieces))
@@ -222,8 +235,8 @@ def _describe(directory: Path, files: dict[str, Path], sessions: dict[str, Any],
         subsampling = int(enc["transdec_subsampling_factor"])
     elif "pred_rnn_layers" in enc:
         layout = "nemo"
-        num_tokens = _int_meta(enc, "vocab_size", files["encoder"])
-        subsampling = _int_meta(enc, "subsampling_factor", files["encoder"])
+        num_tokens = int_metadata(enc, "vocab_size", files["encoder"])
+        subsampling = int_metadata(enc, "subsampling_factor", files["encoder"])
         if "tdt" in enc.get("url", "").lower():
             extra = _joiner_width(sessions["joiner"], layout, enc, dec) - num_tokens - 1
             head = HeadSpec("tdt", num_tokens, durations=tuple(range(extra)))
@@ -232,15 +245,18 @@ def _describe(directory: Path, files: dict[str, Path], sessions: dict[str, Any],
         front_end = {"kind": "nemo_mel", "normalize": enc.get("normalize_type", ""),
                      "config": {"num_mel_bins": int(enc.get("feat_dim", 80)), "sample_rate": 16000,
                                 "hop_length": 160, "win_length": 400, "n_fft": 512}}
-    elif "context_size" in dec:
+    elif is_icefall(sessions, meta):
         layout = "icefall"
-        head = HeadSpec("rnnt", _int_meta(dec, "vocab_size", files["decoder"]) - 1)
-        subsampling = int(enc.get("subsampling_factor", 4))
-        front_end = {"kind": "fbank", "normalize": "", "config": {"num_mel_bins": 80, "sample_rate": 16000}}
+        icefall = read_icefall(files, sessions, meta)
+        head = HeadSpec("rnnt", icefall.num_tokens)
+        subsampling = int(enc.get("subsampling_factor", SUBSAMPLING_FACTOR))
+        front_end = icefall.front_end()
     else:
         raise ValueError(f"{directory}: cannot tell the layout: no transdec metadata, no pred_rnn_layers on the "
                          "encoder (NeMo layout) and no context_size on the decoder (icefall layout)")
     expected = head.num_tokens + 1
+    if layout == "icefall" and len(pieces) > expected and all(p.startswith("#") for p in pieces[expected:]):
+        del pieces[expected:]  # disambiguation symbols (#0, ...) that some icefall tokens.txt files end with
     if len(pieces) != expected:
         raise ValueError(f"{directory}/tokens.txt has {len(pieces)} entries but the model has {head.num_tokens} "
                          f"tokens and a blank ({expected})")
@@ -253,13 +269,13 @@ def _describe(directory: Path, files: dict[str, Path], sessions: dict[str, Any],
         raise ValueError(f"{files['joiner']}: the joiner has {width} outputs but the metadata describes a "
                          f"{head.kind} head with {head.num_outputs}")
     if layout == "nemo":
-        layers = _int_meta(enc, "pred_rnn_layers", files["encoder"]) if "pred_rnn_layers" in enc else None
+        layers = int_metadata(enc, "pred_rnn_layers", files["encoder"]) if "pred_rnn_layers" in enc else None
         shape = sessions["decoder"].get_inputs()[2].shape
         num_layers = layers or int(shape[0])
-        hidden = _int_meta(enc, "pred_hidden", files["encoder"]) if "pred_hidden" in enc else int(shape[2])
+        hidden = int_metadata(enc, "pred_hidden", files["encoder"]) if "pred_hidden" in enc else int(shape[2])
         predictor: Any = OnnxLstmPredictor(sessions["decoder"], num_layers, hidden)
     else:
-        predictor = OnnxStatelessPredictor(sessions["decoder"], _int_meta(dec, "context_size", files["decoder"]),
+        predictor = OnnxStatelessPredictor(sessions["decoder"], int_metadata(dec, "context_size", files["decoder"]),
                                            head.num_tokens)
     field = int(enc["transdec_receptive_field"]) if "transdec_receptive_field" in enc else None
     return OnnxModelInfo(layout, head, subsampling, front_end, files, field), predictor
@@ -276,15 +292,6 @@ def _joiner_width(session: Any, layout: str, enc: dict[str, str], dec: dict[str,
         dims = [1 if not isinstance(d, int) else d for d in spec.shape]
         feeds[spec.name] = np.zeros(dims, dtype=np.float32)
     return int(session.run(None, feeds)[0].shape[-1])
-
-
-def _int_meta(meta: dict[str, str], key: str, file: Path) -> int:
-    try:
-        return int(meta[key])
-    except KeyError:
-        raise ValueError(f"{file}: metadata {key!r} is missing") from None
-    except ValueError:
-        raise ValueError(f"{file}: metadata {key}={meta[key]!r} is not an integer") from None
 
 
 def _token_pieces(info: OnnxModelInfo, pieces: list[str]) -> list[str]:
@@ -310,4 +317,6 @@ def _front_end(description: dict[str, Any] | None) -> Any:
         if description.get("normalize") is not None and "normalize" not in config:
             config["normalize"] = description["normalize"] or "none"
         return NemoMelFrontEnd(NemoMelConfig(**config))
+    if description["kind"] == "sherpa":
+        return sherpa_front_end(description["layout"], description)
     return None

@@ -6,12 +6,17 @@ transdec decodes an ONNX model from exactly the input sherpa-onnx decodes it fro
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 from torch import Tensor
+
+#: What sherpa-onnx pads a batch of an icefall transducer's features with (offline-recognizer-transducer-impl.h;
+#: icefall's LOG_EPS, log(1e-10), which its training batches are padded with too); its NeMo transducers pad with 0.
+ICEFALL_PADDING = math.log(1e-10)
 
 
 @dataclass(frozen=True)
@@ -23,20 +28,25 @@ class SherpaFrontEnd:
     Nyquist - 400 Hz, povey window, no DC removal, pre-emphasis 0.97, frames not snipped, ``log(x + 2^-24)``; then,
     with ``normalize="per_feature"``, each bin normalised with its population deviation + 1e-5 (in float32, as
     sherpa-onnx does). ``layout="icefall"``: Kaldi's filterbank from 20 Hz to Nyquist - 400 Hz, frames not snipped,
-    no normalisation.
+    no normalisation. Both take the samples as they are, in [-1, 1] (sherpa-onnx's ``normalize_samples``: it scales
+    them by 32768 only for other kinds of model).
+
+    In a batch, the frames past a recording's end are ``padding_value``: what sherpa-onnx pads a batch with,
+    ``log(1e-10)`` for icefall transducers (:func:`sherpa_front_end` sets it), 0 for NeMo ones.
     """
 
     layout: str
     num_mel_bins: int = 80
     normalize: str = ""
     sample_rate: int = 16000
+    padding_value: float = 0.0
 
     def __call__(self, waveforms: Tensor, lengths: Tensor | None = None) -> tuple[Tensor, Tensor]:
         if lengths is None:
             lengths = torch.full((waveforms.shape[0],), waveforms.shape[1])
         rows = [self.features(waveforms[i, :n].float().cpu().numpy()) for i, n in enumerate(lengths.tolist())]
         counts = torch.tensor([r.shape[0] for r in rows])
-        batch = torch.zeros(len(rows), int(counts.max()) if rows else 0, self.num_mel_bins)
+        batch = torch.full((len(rows), int(counts.max()) if rows else 0, self.num_mel_bins), self.padding_value)
         for i, row in enumerate(rows):
             batch[i, : row.shape[0]] = row
         return batch, counts
@@ -78,10 +88,12 @@ def sherpa_front_end(layout: str, description: dict[str, Any] | None) -> SherpaF
     try:
         import kaldi_native_fbank  # noqa: F401  (checked here: a missing one is found at load, not mid-run)
     except ImportError as error:
-        raise ImportError("sherpa-onnx's features need kaldi-native-fbank, which is not installed") from error
+        raise ImportError("sherpa-onnx's features (front_end='sherpa', and the front end of icefall-format exports) "
+                          "need kaldi-native-fbank, which is not installed", name="kaldi_native_fbank") from error
     description = description or {}
     bins = int(description.get("config", {}).get("num_mel_bins", 80))
-    return SherpaFrontEnd(layout, bins, description.get("normalize", "") or "")
+    padding = ICEFALL_PADDING if layout == "icefall" else 0.0
+    return SherpaFrontEnd(layout, bins, description.get("normalize", "") or "", padding_value=padding)
 
 
 def sherpa_front_end_of(model: Any) -> SherpaFrontEnd:

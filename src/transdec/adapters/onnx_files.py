@@ -6,27 +6,62 @@ from __future__ import annotations
 from pathlib import Path
 
 _PARTS = ("encoder", "decoder", "joiner")
+#: The variants :func:`find_parts` chooses between: float32 files and ``.int8.onnx`` ones (dynamically quantized).
+VARIANTS = ("fp32", "int8")
 
 
-def find_parts(directory: Path) -> dict[str, Path]:
-    """``{"encoder": path, "decoder": path, "joiner": path}``; float files are preferred to ``.int8.onnx`` ones."""
+def variant_of(path: Path) -> str:
+    """``"int8"`` for ``*.int8.onnx``, ``"fp16"`` for ``*.fp16.onnx``, else ``"fp32"``."""
+    for variant in ("int8", "fp16"):
+        if path.name.endswith(f".{variant}.onnx"):
+            return variant
+    return "fp32"
+
+
+def find_parts(directory: Path, variant: str = "fp32") -> dict[str, Path]:
+    """``{"encoder": path, "decoder": path, "joiner": path}``: per part, its file of ``variant`` (``"fp32"`` or
+    ``"int8"``) where there is one, else its file of the other variant. So a directory with both loads float32 files
+    by default and int8 ones when asked, and one with only int8 files (or, as some published sets, int8 encoder and
+    joiner with a float32 decoder) loads what it has. ``.fp16.onnx`` files are not loaded."""
+    if variant not in VARIANTS:
+        raise ValueError(f"variant must be one of {', '.join(VARIANTS)}, got {variant!r}")
     if not directory.is_dir():
         raise FileNotFoundError(f"{directory}: not a directory of ONNX files")
     parts, missing = {}, []
+    order = [variant] + [v for v in VARIANTS if v != variant]
     for part in _PARTS:
         # icefall exports may also hold joiner_encoder_proj.onnx and joiner_decoder_proj.onnx: not the joiner.
         candidates = [p for p in directory.glob(f"{part}*.onnx") if "_proj" not in p.name]
-        candidates.sort(key=lambda p: (".int8." in p.name, len(p.name), p.name))
-        if not candidates:
-            missing.append(f"{part}*.onnx")
+        chosen = next(([p for p in candidates if variant_of(p) == v] for v in order
+                       if any(variant_of(p) == v for p in candidates)), [])
+        if not chosen:
+            fp16 = " (only .fp16.onnx, which is not loaded)" if candidates else ""
+            missing.append(f"{part}*.onnx{fp16}")
+        elif len(chosen) > 1:
+            names = ", ".join(sorted(p.name for p in chosen))
+            if any("-chunk-" in p.name for p in chosen):  # icefall's streaming exports, one per chunk size
+                raise ValueError(f"{directory}: {names} are streaming exports (chunk sizes in their names); only "
+                                 "offline (non-streaming) transducers load")
+            raise ValueError(f"{directory}: more than one {variant_of(chosen[0])} {part} file ({names}); keep one")
         else:
-            parts[part] = candidates[0]
+            parts[part] = chosen[0]
     if not (directory / "tokens.txt").is_file():
         missing.append("tokens.txt")
     if missing:
         raise FileNotFoundError(f"{directory}: an ONNX Transducer needs encoder, decoder and joiner files and "
                                 f"tokens.txt; missing {', '.join(missing)}")
     return parts
+
+
+def int_metadata(meta: dict[str, str], key: str, file: Path) -> int:
+    """The integer ``meta[key]`` of the ONNX file ``file``; a missing or non-integer value is a ValueError naming
+    the file."""
+    try:
+        return int(meta[key])
+    except KeyError:
+        raise ValueError(f"{file}: metadata {key!r} is missing") from None
+    except ValueError:
+        raise ValueError(f"{file}: metadata {key}={meta[key]!r} is not an integer") from None
 
 
 def read_tokens(path: Path) -> list[str]:

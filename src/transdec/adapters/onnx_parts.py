@@ -64,8 +64,10 @@ class OnnxStatelessPredictor:
     def __init__(self, session: Any, context_size: int, num_tokens: int) -> None:
         self.session, self.context_size, self.num_tokens = session, context_size, num_tokens
         self.input = session.get_inputs()[0].name
+        # icefall exports made with --use-int32-inputs take int32 ids; everything else int64.
+        self.dtype = np.int32 if session.get_inputs()[0].type == "tensor(int32)" else np.int64
         # The output width, for empty batches (which are not run): from one run on the initial context.
-        first = np.array([[-1] * (context_size - 1) + [0]], dtype=np.int64)
+        first = np.array([[-1] * (context_size - 1) + [0]], dtype=self.dtype)
         self.output_size = int(session.run(None, {self.input: first})[0].shape[1])
 
     def initial_state(self, batch_size: int) -> Tensor:
@@ -77,7 +79,7 @@ class OnnxStatelessPredictor:
         context = torch.cat([state[:, 1:], ids.to(torch.int64).unsqueeze(1)], dim=1)
         if context.shape[0] == 0:
             return torch.zeros(0, self.output_size), context
-        (output,) = self.session.run(None, {self.input: context.numpy()})
+        (output,) = self.session.run(None, {self.input: context.numpy().astype(self.dtype, copy=False)})
         return torch.from_numpy(output), context
 
     def select_state(self, mask: Tensor, if_true: Tensor, if_false: Tensor) -> Tensor:

@@ -140,7 +140,7 @@ def load_model_of(args: argparse.Namespace):
     try:
         model = load_model(args.model, device=args.device, front_end=args.front_end)
     except ImportError as error:  # an optional part: the ONNX runtime, kaldi-native-fbank
-        extra = "sherpa" if args.front_end == "sherpa" else "onnx"
+        extra = "sherpa" if args.front_end == "sherpa" or error.name == "kaldi_native_fbank" else "onnx"
         raise ValueError(f"{args.model}: {error} (pip install 'transdec[{extra}]')") from error
     if isinstance(model, TransducerModel):  # the only kind whose encoder has a length policy to choose
         model.length_policy = args.length_policy
