@@ -47,7 +47,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("loading", ("transdec.loading",)),
     # Files and manifests to text, WER, subtitles (the cues the CLI and the server cut, and their files).
     ("transcription", ("transdec.transcribe_files", "transdec.evaluate", "transdec.inspect_model",
-                       "transdec.subtitles")),
+                       "transdec.subtitles", "transdec.subtitle_files")),
     ("scale", ("transdec.scale",)),  # transcription on a Ray cluster, written as transcription writes
     ("streaming", ("transdec.streaming",)),  # segments carry transcription's word timings
     ("serve", ("transdec.serve",)),  # HTTP: transcription batched, streams over a WebSocket
