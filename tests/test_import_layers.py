@@ -45,7 +45,9 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("export", ("transdec.export",)),
     ("adapters", ("transdec.adapters",)),  # the ONNX adapter computes an export's front end (transdec.export)
     ("loading", ("transdec.loading",)),
-    ("transcription", ("transdec.transcribe_files", "transdec.evaluate", "transdec.inspect_model")),
+    # Files and manifests to text, WER, subtitles (the cues the CLI and the server cut, and their files).
+    ("transcription", ("transdec.transcribe_files", "transdec.evaluate", "transdec.inspect_model",
+                       "transdec.subtitles", "transdec.subtitle_files")),
     ("scale", ("transdec.scale",)),  # transcription on a Ray cluster, written as transcription writes
     ("streaming", ("transdec.streaming",)),  # segments carry transcription's word timings
     ("serve", ("transdec.serve",)),  # HTTP: transcription batched, streams over a WebSocket

@@ -191,6 +191,22 @@ def test_openai_client_gets_every_response_format(server, model):
     assert vtt == f"WEBVTT\n\n00:00:00.000 --> 00:00:03.760\n{LOGIC_TEXT}\n"
 
 
+def test_server_subtitles_equal_transcribe_s(server, recordings, tmp_path, capsys):
+    """One segmentation: the server's srt and vtt of each example, and of two joined (cut by the character limit),
+    are the documents `transdec transcribe` writes (each recording decoded alone on both sides)."""
+    client = server.client()
+    paths = [LOGIC, AXIOM, MAKING, next(path for path in recordings if path.endswith("joined.wav"))]
+    for kind in ("srt", "vtt"):
+        code, _, err = cli(capsys, "transcribe", *paths, "--format", kind, "--output-dir", tmp_path / kind,
+                           "--batch-size", "1")
+        assert code == 0, err
+        for path in paths:
+            with open(path, "rb") as f:
+                served = client.audio.transcriptions.create(model="x", file=f, response_format=kind)
+            assert served == (tmp_path / kind / f"{Path(path).stem}.{kind}").read_text(encoding="utf-8")
+    assert (tmp_path / "srt" / "joined.srt").read_text().count(" --> ") == 2  # 91 characters, no pause of 0.8 s
+
+
 def test_request_phrases_are_boosted_as_transcribe_boosts_them(server, model):
     plain, boosted = alone(model, AXIOM), alone(model, AXIOM, ["allen's axiom"])
     assert plain.text != boosted.text and boosted.text.startswith("allen's axiom")

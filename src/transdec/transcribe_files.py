@@ -116,7 +116,7 @@ def transcribe_files(model: SpeechModel, paths: list[str], decoding: DecodingCon
     items, failures = collect_inputs(paths)
 
     def results(todo: list[AudioItem], progress: tqdm) -> Iterator[tuple[int, AudioItem, Transcript | AudioError]]:
-        return _results(model, todo, decoding, batch_size, allow_upsampling, chunking, progress, item_boost)
+        return transcribed_items(model, todo, decoding, batch_size, allow_upsampling, chunking, progress, item_boost)
 
     return write_transcripts(items, failures, results, output_format, output, resume)
 
@@ -156,7 +156,7 @@ def write_transcripts(items: list[AudioItem], failures: list[InputError], result
     failed = len(failures)
     writer = None
     try:
-        with _sigterm_as_interrupt(), tqdm(total=len(todo), desc="transcribe", unit="item", disable=None) as progress:
+        with sigterm_as_interrupt(), tqdm(total=len(todo), desc="transcribe", unit="item", disable=None) as progress:
             writer = OrderedWriter(sink, progress, flush=tmp is None)
             try:
                 # The resumed lines take their items' places, so the output is in input order, as an uninterrupted
@@ -245,7 +245,7 @@ def _resumed_lines(output: str | None, output_format: str, resume: bool) -> list
 
 
 @contextlib.contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
+def sigterm_as_interrupt() -> Iterator[None]:
     """SIGTERM (a scheduler's stop, ``kill``) ends the run as Ctrl-C does: finished results are kept."""
     def interrupt(signum, frame) -> None:
         raise KeyboardInterrupt
@@ -261,12 +261,13 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _results(model: SpeechModel, items: list[AudioItem], decoding: DecodingConfig, batch_size: int, allow_upsampling: bool,
-             chunking: ChunkingConfig | None, progress: tqdm,
-             item_boost: BoostOptions | None) -> Iterator[tuple[int, AudioItem, Transcript | AudioError]]:
+def transcribed_items(model: SpeechModel, items: list[AudioItem], decoding: DecodingConfig, batch_size: int,
+                      allow_upsampling: bool, chunking: ChunkingConfig | None, progress: tqdm,
+                      item_boost: BoostOptions | None) -> Iterator[tuple[int, AudioItem, Transcript | AudioError]]:
     """``(position, item, transcript or the error that kept it from being read)`` for every item, each batch's as
     soon as it is done: items are read ``8 * batch_size`` at a time, sorted by length there and transcribed batch
-    by batch, so results come out of order within such a window (:class:`OrderedWriter` restores it)."""
+    by batch, so results come out of order within such a window (:class:`OrderedWriter` restores it). The
+    :data:`Results` of a run in this process, for every writer of results."""
     window = max(8 * batch_size, 1)
     for start in range(0, len(items), window):
         waveforms, phrases = {}, {}

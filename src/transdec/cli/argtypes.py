@@ -85,3 +85,11 @@ def seconds(text: str) -> float:
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be 0 or more, got {text!r}")
     return value
+
+
+def positive_seconds(text: str) -> float:
+    """An argparse type: a finite number of seconds, more than 0."""
+    value = finite(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0, got {text!r}")
+    return value

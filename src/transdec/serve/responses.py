@@ -1,8 +1,9 @@
 """A transcript in each of OpenAI's ``response_format`` s: json, text, verbose_json, srt and vtt.
 
-A Transducer gives word times, not segments, so segments are made from the words: a new one starts at a pause
-of :data:`SEGMENT_PAUSE_SECONDS` or more between words, or where a segment would pass
-:data:`SEGMENT_MAX_SECONDS`. Subtitles (srt, vtt) show one segment per cue.
+A Transducer gives word times, not segments, so segments are made from the words by :mod:`transdec.subtitles`, the
+rule ``transdec transcribe --format srt|vtt|tsv`` cuts its cues by, with its defaults: a new segment starts at a
+pause of 0.8 s or more between words, where a segment would pass 10 s, or where its text would pass 84
+characters. Subtitles (srt, vtt) show one segment per cue.
 """
 
 from __future__ import annotations
@@ -10,41 +11,20 @@ from __future__ import annotations
 import math
 import zlib
 from collections.abc import Sequence
-from dataclasses import dataclass
 
+from transdec.subtitles import Cue, CueRule, cues_of, document
 from transdec.transcribe import Transcript, WordTiming
 
 FORMATS = ("json", "text", "srt", "verbose_json", "vtt")
 GRANULARITIES = ("word", "segment")
-#: A pause between words at least this long starts a new segment.
-SEGMENT_PAUSE_SECONDS = 0.8
-#: A segment ends before a word that would make it longer than this.
-SEGMENT_MAX_SECONDS = 10.0
+#: How the server cuts segments and cues: the defaults of ``transdec transcribe``'s cue flags, so that its subtitles
+#: equal the server's for the same audio.
+SEGMENT_RULE = CueRule()
 
 
-@dataclass
-class TextSegment:
-    start: float
-    end: float
-    words: list[WordTiming]
-
-    @property
-    def text(self) -> str:
-        return " ".join(word.word for word in self.words)
-
-
-def segments_of(words: Sequence[WordTiming], pause: float = SEGMENT_PAUSE_SECONDS,
-                max_seconds: float = SEGMENT_MAX_SECONDS) -> list[TextSegment]:
+def segments_of(words: Sequence[WordTiming]) -> list[Cue]:
     """The words grouped into segments (see the module docstring)."""
-    segments: list[TextSegment] = []
-    for word in words:
-        last = segments[-1] if segments else None
-        if last is None or word.start - last.end >= pause or word.end - last.start > max_seconds:
-            segments.append(TextSegment(word.start, word.end, [word]))
-        else:
-            last.words.append(word)
-            last.end = word.end
-    return segments
+    return cues_of(words, SEGMENT_RULE)
 
 
 def verbose_json(transcript: Transcript, language: str | None, words: bool) -> dict:
@@ -72,22 +52,7 @@ def verbose_json(transcript: Transcript, language: str | None, words: bool) -> d
 
 def subtitles(transcript: Transcript, kind: str) -> str:
     """SubRip (``srt``) or WebVTT (``vtt``) cues, one per segment."""
-    cues = []
-    for number, segment in enumerate(segments_of(transcript.words), 1):
-        if kind == "srt":
-            cues.append(f"{number}\n{_timestamp(segment.start, ',')} --> {_timestamp(segment.end, ',')}\n"
-                        f"{segment.text}\n")
-        else:
-            cues.append(f"{_timestamp(segment.start, '.')} --> {_timestamp(segment.end, '.')}\n{segment.text}\n")
-    body = "\n".join(cues)
-    return f"WEBVTT\n\n{body}" if kind == "vtt" else body
-
-
-def _timestamp(seconds: float, separator: str) -> str:
-    milliseconds = round(seconds * 1000)
-    hours, rest = divmod(milliseconds, 3_600_000)
-    minutes, rest = divmod(rest, 60_000)
-    return f"{hours:02d}:{minutes:02d}:{rest // 1000:02d}{separator}{rest % 1000:03d}"
+    return document(transcript.words, kind, SEGMENT_RULE)
 
 
 def _seconds(value: float) -> float:
