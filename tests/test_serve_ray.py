@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -314,6 +315,20 @@ def test_replicas_that_cannot_start_are_one_line_and_leave_nothing(cluster, caps
     err = capsys.readouterr().err
     assert code == 2
     assert "transdec serve: error: Ray: the replicas did not start: RuntimeError: out of memory on the replica" in err
+    wait_until(lambda: serve_actors(cluster) == [])
+
+
+def test_a_port_taken_where_the_proxy_runs_is_one_line_and_leaves_nothing(cluster, capsys) -> None:
+    """On a cluster the command joins, it cannot check the port before Ray Serve's proxy tries it (on the head
+    node): the proxy's error is one line, and the Ray Serve it started is stopped."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        code = serve_on_ray("tiny-en-rnnt", ServeOptions(), RayServeOptions(replicas=1), port=port)
+    err = capsys.readouterr().err
+    assert code == 2 and f"Ray: Ray Serve's HTTP proxy did not start on 127.0.0.1:{port}: " in err, err
+    assert f"Failed to bind to address '127.0.0.1:{port}'" in err
     wait_until(lambda: serve_actors(cluster) == [])
 
 

@@ -144,7 +144,8 @@ def start_serve(serve: ModuleType, name: str, host: str, port: int) -> bool:
     (its proxies then serve the application, and it stays up after).
 
     Raises:
-        ServeRefused: an application named ``name`` runs already, or the running Serve listens elsewhere.
+        ServeRefused: an application named ``name`` runs already, the running Serve listens elsewhere, or its proxy
+            could not start.
     """
     status = _status(serve)
     if name in status.applications:
@@ -157,8 +158,14 @@ def start_serve(serve: ModuleType, name: str, host: str, port: int) -> bool:
                                f"give --host {listening[0]} --port {listening[1]} (or stop it: serve shutdown)")
         return False
     # One proxy, on the head node: where `transdec serve --ray` runs, it listens on --host/--port as without Ray.
-    serve.start(http_options={"host": host, "port": port}, proxy_location="HeadOnly",
-                logging_config={"log_level": "WARNING", "enable_access_log": False})
+    try:
+        serve.start(http_options={"host": host, "port": port}, proxy_location="HeadOnly",
+                    logging_config={"log_level": "WARNING", "enable_access_log": False})
+    except Exception as error:  # noqa: BLE001  (Ray's error from the proxy's node: the port taken there, say)
+        within(CALL_SECONDS + 30.0, serve.shutdown)  # the controller it started
+        lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+        raise ServeRefused(f"Ray Serve's HTTP proxy did not start on {host}:{port}: {lines[-1] if lines else error}"
+                           ) from None
     return True
 
 
