@@ -14,6 +14,7 @@ import io
 import json
 import logging
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -34,7 +35,7 @@ pytest.importorskip("ray.serve", exc_type=ImportError)
 websockets_sync = pytest.importorskip("websockets.sync.client")
 
 from helpers import cli  # noqa: E402
-from test_serve import (AXIOM, LOGIC, LOGIC_TEXT, MAKING, ROOT, LiveServer, free_port, parse_metrics,  # noqa: E402
+from test_serve import (AXIOM, LOGIC, LOGIC_TEXT, MAKING, ROOT, LiveServer, parse_metrics,  # noqa: E402
                         wait_until)
 from transdec import load_model  # noqa: E402
 from transdec.serve import ServeOptions, create_app  # noqa: E402
@@ -215,10 +216,10 @@ def test_websocket_streams_go_through_the_proxy_as_to_a_single_server(server, si
 def test_a_cluster_that_serves_transdec_or_listens_elsewhere_is_refused(server, capsys) -> None:
     """Ray Serve runs on the cluster (the server's): a second application of the name, or one asking for another
     port than Serve's proxy listens on, is one line, and the running server is left alone."""
-    code = serve_on_ray("tiny-en-rnnt", port=free_port())
+    code = serve_on_ray("tiny-en-rnnt", port=proxy_port())
     assert code == 2 and "Ray: Ray Serve on the cluster runs an application named 'transdec' already" in \
         capsys.readouterr().err
-    code = serve_on_ray("tiny-en-rnnt", ray=RayServeOptions(name="other"), port=free_port())
+    code = serve_on_ray("tiny-en-rnnt", ray=RayServeOptions(name="other"), port=proxy_port())
     assert code == 2 and (f"listening on 127.0.0.1:{server.port}: give --host 127.0.0.1 --port {server.port}"
                           in capsys.readouterr().err)
     assert post(server.url).json() == {"text": LOGIC_TEXT}
@@ -227,7 +228,7 @@ def test_a_cluster_that_serves_transdec_or_listens_elsewhere_is_refused(server, 
 def test_a_replica_killed_under_load_loses_no_request_unseen(cluster, server) -> None:
     """Six long requests at once, spread over both replicas, and one replica killed while it decodes its share: each
     request gets its transcript or an error status (Ray Serve's proxy answers 500 for a request whose replica died
-    under it, 503 where none is left), never a hang or a wrong transcript; OpenAI's client retries those by itself
+    under it, 503 where a queue is full), never a hang or a wrong transcript; OpenAI's client retries those by itself
     and gets every transcript. The other replica goes on serving, and Ray Serve replaces the killed one."""
     buffer = io.BytesIO()
     soundfile.write(buffer, np.tile(soundfile.read(LOGIC, dtype="float32")[0], 10), 16000, format="WAV")
@@ -311,7 +312,7 @@ def test_replicas_that_cannot_start_are_one_line_and_leave_nothing(cluster, caps
             raise RuntimeError("out of memory on the replica")
         return load_model("tiny-en-rnnt"), DecodingConfig()
 
-    code = serve_on_ray(fails_on_replicas, ServeOptions(), RayServeOptions(replicas=1), port=free_port())
+    code = serve_on_ray(fails_on_replicas, ServeOptions(), RayServeOptions(replicas=1), port=proxy_port())
     err = capsys.readouterr().err
     assert code == 2
     assert "transdec serve: error: Ray: the replicas did not start: RuntimeError: out of memory on the replica" in err
@@ -335,11 +336,25 @@ def test_a_port_taken_where_the_proxy_runs_is_one_line_and_leaves_nothing(cluste
 # --- helpers ---------------------------------------------------------------------------------------------------------
 
 
+def proxy_port() -> int:
+    """A free port for Ray Serve's proxy, outside the ranges that Ray's own processes draw theirs from as the
+    cluster starts (the kernel's ephemeral ports, its workers' 10002-19999): a port free before the start may be
+    Ray's by the time the proxy binds it."""
+    while True:
+        port = random.randrange(20000, 32000)
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return port
+
+
 class Server:
     """`transdec serve --ray ...` in a subprocess on a free port, up once it answers; its output collected."""
 
     def __init__(self, args: list[str]) -> None:
-        self.port = free_port()
+        self.port = proxy_port()
         self.url = f"http://127.0.0.1:{self.port}"
         command = [sys.executable, "-m", "transdec", "serve", "--port", str(self.port), *args]
         if "--ray" not in args:
