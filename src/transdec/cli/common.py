@@ -5,6 +5,7 @@ the model with its run-time options, and the one-line error every command ends w
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 from pathlib import Path
@@ -13,7 +14,7 @@ import torch
 
 from transdec.adapters.onnx_files import VARIANTS
 from transdec.cli.argtypes import attention_window, milliseconds, seconds
-from transdec.cli.fusions import with_fusions
+from transdec.cli.fusions import boost_options, with_fusions
 from transdec.long_audio import GLOBAL_ATTENTION_CONTEXT_SECONDS as GLOBAL_CONTEXT
 from transdec.long_audio import ChunkingConfig
 from transdec.model.transducer_model import DEFAULT_CUDA_LENGTH_POLICY, LENGTH_POLICIES
@@ -169,6 +170,19 @@ def check_strategies_fit(model, decodings: list) -> None:
     if any(d.strategy == "ctc_greedy" for d in decodings) and getattr(model, "ctc", None) is None:
         raise ValueError("--decoding ctc_greedy needs a model with a CTC head (a hybrid RNN-T/CTC model); "
                          "this one has none")
+
+
+def replica_loader(args: argparse.Namespace, decodings: list):
+    """A :data:`~transdec.scale.replica.ReplicaLoader` of the flags: on each Ray replica, the model and the first of
+    ``decodings`` with the fusions of the flags (``--lm``, ``--boost-phrases``) on the replica's device. Make the
+    paths among the flags absolute first (:func:`transdec.scale.flags.absolute_paths`)."""
+    return functools.partial(_load_on_replica, args, decodings)
+
+
+def _load_on_replica(args: argparse.Namespace, decodings: list, device: str):
+    args = argparse.Namespace(**{**vars(args), "device": device})
+    model, decodings = load_for_decoding(args, decodings, boost_options(args))
+    return model, decodings[0]
 
 
 def load_for_decoding(args: argparse.Namespace, decodings: list, boost) -> tuple:

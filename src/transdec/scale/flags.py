@@ -19,13 +19,13 @@ def add_ray_arguments(parser: argparse.ArgumentParser) -> None:
                             "HOST:PORT of a head node, or ray://HOST:10001 (Ray Client); none: start a cluster on "
                             "this machine for the run. Every node must see the audio and model files at the same "
                             "paths")
-    group.add_argument("--ray-replicas", type=_positive(int), default=None, metavar="N",
+    group.add_argument("--ray-replicas", type=positive(int), default=None, metavar="N",
                        help="model replicas (default: one per GPU with --device cuda, else one per "
                             "--ray-cpus-per-replica CPUs, less what reading takes)")
-    group.add_argument("--ray-cpus-per-replica", type=_positive(float), default=RayOptions.cpus_per_replica,
+    group.add_argument("--ray-cpus-per-replica", type=positive(float), default=RayOptions.cpus_per_replica,
                        metavar="N",
                        help="CPUs each replica asks for; on CPUs, its PyTorch threads (default %(default)g)")
-    group.add_argument("--ray-window", type=_positive(int), default=None, metavar="ITEMS",
+    group.add_argument("--ray-window", type=positive(int), default=None, metavar="ITEMS",
                        help="items a replica transcribes per call, sorted by length there (default 8 x "
                             "--batch-size, as without --ray, which gives the same output to the byte; less spreads a "
                             "small run over more replicas)")
@@ -55,7 +55,7 @@ def ray_options(args: argparse.Namespace) -> RayOptions:
     return RayOptions(args.ray, args.ray_replicas, args.ray_cpus_per_replica, window=args.ray_window)
 
 
-def _positive(kind: type):
+def positive(kind: type):
     """An argparse type: a positive finite ``kind``."""
     def parse(text: str):
         value = kind(text)
