@@ -9,16 +9,21 @@ from pathlib import Path
 from transdec.scale.options import LOCAL, RayOptions, is_address
 
 
+def add_ray_address_argument(group: argparse._ArgumentGroup, what: str, lifetime: str, files: str) -> None:
+    """``--ray [ADDRESS]``: ``what`` it does, a cluster started on this machine for ``lifetime`` without an address,
+    and the ``files`` every node must see."""
+    group.add_argument("--ray", nargs="?", const=LOCAL, default=None, metavar="ADDRESS",
+                       help=f"{what}. ADDRESS: auto (the cluster `ray start` made on this machine), HOST:PORT of a "
+                            f"head node, or ray://HOST:10001 (Ray Client); none: start a cluster on this machine for "
+                            f"{lifetime}. Every node must see {files} at the same paths")
+
+
 def add_ray_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the flags that send a run to a Ray cluster."""
     group = parser.add_argument_group("Ray cluster (many machines, many replicas; docs/scale.md; needs "
                                       "pip install 'transdec[ray]')")
-    group.add_argument("--ray", nargs="?", const=LOCAL, default=None, metavar="ADDRESS",
-                       help="transcribe on a Ray cluster: reading in CPU tasks, a pool of model replicas, the "
-                            "output as without --ray. ADDRESS: auto (the cluster `ray start` made on this machine), "
-                            "HOST:PORT of a head node, or ray://HOST:10001 (Ray Client); none: start a cluster on "
-                            "this machine for the run. Every node must see the audio and model files at the same "
-                            "paths")
+    add_ray_address_argument(group, "transcribe on a Ray cluster: reading in CPU tasks, a pool of model replicas, the "
+                                    "output as without --ray", "the run", "the audio and model files")
     group.add_argument("--ray-replicas", type=positive(int), default=None, metavar="N",
                        help="model replicas (default: one per GPU with --device cuda, else one per "
                             "--ray-cpus-per-replica CPUs, less what reading takes)")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import re
 
-from transdec.scale.flags import positive
-from transdec.scale.options import LOCAL, is_address
+from transdec.scale.flags import add_ray_address_argument, positive
+from transdec.scale.options import is_address
 from transdec.serve.ray_options import RayServeOptions
 
 _COUNT_OR_RANGE = re.compile(r"^(\d+)(?:-(\d+))?$")
@@ -16,12 +16,9 @@ def add_ray_serve_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the flags that serve from replicas on a Ray cluster."""
     group = parser.add_argument_group("Ray Serve (replicas on a Ray cluster; docs/scale.md; needs pip install "
                                       "'transdec[ray-serve]')")
-    group.add_argument("--ray", nargs="?", const=LOCAL, default=None, metavar="ADDRESS",
-                       help="serve from Ray Serve replicas, each with its own model and batching, behind Ray Serve's "
-                            "HTTP proxy on --host/--port. ADDRESS: auto (the cluster `ray start` made on this "
-                            "machine), HOST:PORT of a head node, or ray://HOST:10001 (Ray Client); none: start a "
-                            "cluster on this machine for the server's life. Every node must see the model, --lm and "
-                            "--boost-phrases files at the same paths")
+    add_ray_address_argument(group, "serve from Ray Serve replicas, each with its own model and batching, behind Ray "
+                                    "Serve's HTTP proxy on --host/--port", "the server's life",
+                             "the model, --lm and --boost-phrases files")
     group.add_argument("--replicas", type=replica_count, default=None, metavar="N|MIN-MAX",
                        help="model replicas: N, or MIN-MAX for Ray Serve to scale between with the load (aiming at "
                             "--max-batch requests in flight per replica); default one per GPU with --device cuda, "

@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from transdec.scale.options import LOCAL, is_address
+from transdec.scale.options import LOCAL, gpu_replicas, is_address
 from transdec.serve.options import ServeOptions
 
 #: Seconds between a draining replica's checks for requests still in flight (Ray's default, 2 s, would add up to
@@ -114,14 +114,7 @@ def plan_serving(options: RayServeOptions, cpus: float, gpus: float, device: str
     """
     threads = max(1, int(options.cpus_per_replica))
     if device.startswith("cuda"):
-        if gpus < 1:
-            raise ValueError(f"--device {device}: the Ray cluster has no GPU (use --device cpu)")
-        least = options.replicas or int(gpus)
-        if least > gpus:
-            raise ValueError(f"{least} replicas of one GPU each: the Ray cluster has {gpus:g} GPU(s)")
-        if least * options.cpus_per_replica > cpus:
-            raise ValueError(f"{least} GPU replicas of {options.cpus_per_replica:g} CPU each: the Ray cluster has "
-                             f"{cpus:g} CPU(s)")
+        least = gpu_replicas(device, options.replicas, options.cpus_per_replica, cpus, gpus)
         return ServePlan(least, options.max_replicas or least, options.cpus_per_replica, 1.0, threads)
     if cpus <= 0:
         raise ValueError("the Ray cluster has no CPU for a replica")
