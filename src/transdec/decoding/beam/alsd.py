@@ -46,6 +46,7 @@ from dataclasses import dataclass
 import torch
 
 from transdec.decoding.beam.frame_search import Move, label_advance
+from transdec.decoding.beam.greedy_guard import kept_greedy
 from transdec.decoding.beam.utterance import (UtteranceHyp, best_first, feed, merge_hypotheses, search_each,
                                               start_hyp, with_final_bonus)
 from transdec.decoding.options import PruningOptions, option
@@ -76,8 +77,11 @@ def beam_alsd(model: DecodingModel, encoder_out: torch.Tensor, lengths: torch.Te
               fusions: Sequence[Fusion] = ()) -> DecodingResult:
     """Beam search over ``encoder_out [B, T, D]`` with valid ``lengths [B]``, one utterance after another."""
     scoring, stats = Scoring(model.head, fusions), DecodingStats()
-    return search_each(encoder_out, lengths, stats, scoring,
-                       lambda frames, scoring: _search(model, scoring, frames, options, stats))
+    result = search_each(encoder_out, lengths, stats, scoring,
+                         lambda frames, scoring: _search(model, scoring, frames, options, stats))
+    # Greedy decoding's hypothesis: this search at beam 1, which is greedy decoding.
+    greedy = AlsdOptions(beam_size=1, max_symbols_per_frame=options.max_symbols_per_frame)
+    return kept_greedy(result, options, lambda: beam_alsd(model, encoder_out, lengths, greedy, fusions=fusions))
 
 
 def _search(model: DecodingModel, scoring: Scoring, frames: torch.Tensor, options: AlsdOptions,

@@ -37,6 +37,7 @@ from typing import Any
 import torch
 
 from transdec.decoding.beam.batched_search import BatchedBeamSearch, decode_batch
+from transdec.decoding.beam.greedy_guard import kept_greedy
 from transdec.decoding.beam_hyps import (BatchedBeamHyps, merge_equal, pairwise_equal, step_rows,
                                          undominated_first)
 from transdec.decoding.emissions import lookup_tables, tdt_advance
@@ -66,7 +67,19 @@ def beam_alsd_pp(model: DecodingModel, encoder_out: torch.Tensor, lengths: torch
     host loop, ``"off"`` runs the steps eagerly, ``"auto"`` takes the fastest that works here (a mode that cannot
     be used warns once). Graphs need a ``max_symbols_per_frame``; they take ``fusions`` whose scorers are
     ``graph_safe`` (the n-gram LM): with any other ``"auto"`` means ``"off"`` and a graph mode is a ValueError."""
-    return decode_batch("beam_alsd_pp", AlsdSearch, model, encoder_out, lengths, options, fusions)
+    return kept_greedy(decode_batch("beam_alsd_pp", AlsdSearch, model, encoder_out, lengths, options, fusions),
+                       options, lambda: greedy_decoding(model, encoder_out, lengths, options, fusions))
+
+
+def greedy_decoding(model: DecodingModel, encoder_out: torch.Tensor, lengths: torch.Tensor, options: Any,
+                    fusions: Sequence[Fusion] = ()) -> DecodingResult:
+    """Greedy decoding of ``encoder_out [B, T, D]`` with the same ``fusions`` as a beam search's result, its scores
+    ranked with the beam's: ALSD++ at beam 1 (greedy decoding exactly, for every head), with the
+    ``max_symbols_per_frame``, ``cuda_graphs`` and ``cpu_threads`` of any strategy's ``options``. What
+    ``keep_greedy`` adds to a beam search's n-best."""
+    greedy = AlsdPlusOptions(beam_size=1, max_symbols_per_frame=options.max_symbols_per_frame,
+                             cuda_graphs=getattr(options, "cuda_graphs", "auto"), cpu_threads=options.cpu_threads)
+    return decode_batch("beam_alsd_pp", AlsdSearch, model, encoder_out, lengths, greedy, fusions)
 
 
 @dataclasses.dataclass(slots=True)

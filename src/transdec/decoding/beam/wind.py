@@ -39,6 +39,7 @@ from dataclasses import dataclass
 
 import torch
 
+from transdec.decoding.beam.greedy_guard import kept_greedy
 from transdec.decoding.beam.utterance import (UtteranceHyp, best_first, feed, merge_hypotheses, search_each, start_hyp,
                                               with_final_bonus)
 from transdec.decoding.inputs import check_rnnt_head
@@ -69,8 +70,12 @@ def beam_wind(model: DecodingModel, encoder_out: torch.Tensor, lengths: torch.Te
     """WIND beam search over ``encoder_out [B, T, D]`` with valid ``lengths [B]``, one utterance after another."""
     check_rnnt_head(model.head, "beam_wind")
     scoring, stats = Scoring(model.head, fusions), DecodingStats()
-    return search_each(encoder_out, lengths, stats, scoring,
-                       lambda frames, scoring: _search(model, scoring, frames, options, stats))
+    result = search_each(encoder_out, lengths, stats, scoring,
+                         lambda frames, scoring: _search(model, scoring, frames, options, stats))
+    # Greedy decoding's hypothesis: this search at beam 1, which is greedy decoding.
+    greedy = WindBeamOptions(beam_size=1, max_symbols_per_frame=options.max_symbols_per_frame,
+                             window_size=options.window_size)
+    return kept_greedy(result, options, lambda: beam_wind(model, encoder_out, lengths, greedy, fusions=fusions))
 
 
 def _search(model: DecodingModel, scoring: Scoring, frames: torch.Tensor, options: WindBeamOptions,

@@ -28,7 +28,9 @@ from typing import Any
 
 import torch
 
+from transdec.decoding.beam.alsd_pp import greedy_decoding
 from transdec.decoding.beam.batched_search import BatchedBeamSearch, decode_batch
+from transdec.decoding.beam.greedy_guard import kept_greedy
 from transdec.decoding.beam_hyps import (BatchedBeamHyps, extended_hashes, live_entries, merge_equal,
                                          pairwise_equal, ranks_ahead, same_sequences, step_rows)
 from transdec.decoding.beam.wind import WindBeamOptions
@@ -60,7 +62,8 @@ def beam_wind_batched(model: DecodingModel, encoder_out: torch.Tensor, lengths: 
     cannot be used warns once). Graphs need a ``max_symbols_per_frame`` and take only graph-safe ``fusions``: with
     any other ``"auto"`` means ``"off"`` and a graph mode is a ValueError."""
     check_rnnt_head(model.head, "beam_wind_batched")
-    return decode_batch("beam_wind_batched", WindSearch, model, encoder_out, lengths, options, fusions)
+    return kept_greedy(decode_batch("beam_wind_batched", WindSearch, model, encoder_out, lengths, options, fusions),
+                       options, lambda: greedy_decoding(model, encoder_out, lengths, options, fusions))
 
 
 # The fields of a store entry or a new hypothesis within a round, each [B, N]: what BatchedBeamHyps keeps per slot,
