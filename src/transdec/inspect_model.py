@@ -1,7 +1,8 @@
 """``transdec inspect MODEL``: what a model file is and whether transdec loads it, without decoding anything.
 
 For every kind transdec reads (its own model files and bundled names, NeMo ``.nemo`` checkpoints, ONNX export
-directories): the model class, head (TDT durations, multi-blank big blanks), tokenizer and vocabulary, parameter
+directories, and any of them by Hugging Face Hub name, with what was fetched: repository, revision, commit, files,
+size): the model class, head (TDT durations, multi-blank big blanks), tokenizer and vocabulary, parameter
 count, front end, encoder (layers, width, attention and its context, subsampling, receptive field) and whether
 transdec can stream it. A NeMo checkpoint transdec cannot load is still described from its config, with every
 setting that stops it (:func:`transdec.adapters.nemo.config_problems`), not only the first.
@@ -17,23 +18,28 @@ from typing import Any
 STREAMING = "no: transdec decodes whole recordings (long ones in windows); streaming is not built yet"
 
 
-def inspect_model(name_or_path: str) -> dict[str, Any]:
+def inspect_model(name_or_path: str, onnx_variant: str = "fp32") -> dict[str, Any]:
     """A plain-data description of the model (see the module docstring); ``supported`` says whether it loads and
-    ``problems`` lists why not. Missing files raise ``FileNotFoundError``."""
+    ``problems`` lists why not. Missing files raise ``FileNotFoundError``; a Hub name that cannot be fetched, a
+    :class:`~transdec.adapters.hub.HubError`. ``onnx_variant`` picks the graphs of an ONNX export that has both."""
+    from transdec.adapters.hub import fetch_model, is_hub_name
     from transdec.model.checkpoint import BUNDLED_MODELS
 
-    path = Path(name_or_path)
+    source = fetch_model(name_or_path, onnx_variant) if is_hub_name(name_or_path) else None
+    path = source.path if source else Path(name_or_path)
     if name_or_path not in BUNDLED_MODELS and not path.exists():
         raise FileNotFoundError(f"{name_or_path}: no such file or directory, and not a bundled model name "
-                                f"({', '.join(BUNDLED_MODELS)})")
+                                f"({', '.join(BUNDLED_MODELS)}) or a Hugging Face Hub name (org/name[@revision])")
     if path.name.endswith(".nemo"):
-        return _inspect_nemo(path)
-    from transdec.loading import load_model
+        report = _inspect_nemo(path)
+    else:
+        from transdec.loading import load_model
 
-    model = load_model(name_or_path)
-    if path.is_dir():
-        return _inspect_onnx(model, path)
-    return _inspect_transdec(model, name_or_path)
+        model = load_model(path if source else name_or_path, onnx_variant=onnx_variant)
+        report = _inspect_onnx(model, path) if path.is_dir() else _inspect_transdec(model, name_or_path)
+    if source is None:
+        return report
+    return {"source": report.pop("source"), "hub": source.as_dict(), **report}
 
 
 def _head(head) -> dict[str, Any]:
@@ -138,11 +144,11 @@ def format_report(report: dict[str, Any], output_format: str = "text") -> str:
             for inner, inner_value in value.items():
                 if inner_value not in (None, [], {}):
                     add(inner, inner_value, indent + 2)
-        elif isinstance(value, list) and value and key == "problems":
+        elif isinstance(value, list) and value and key in ("problems", "files"):
             lines.append(f"{' ' * indent}{key}:")
             lines.extend(f"{' ' * (indent + 2)}- {item}" for item in value)
         else:
-            shown = f"{value:,}" if key == "parameters" and isinstance(value, int) else value
+            shown = f"{value:,}" if key in ("parameters", "size") and isinstance(value, int) else value
             lines.append(f"{' ' * indent}{key}: {shown}")
 
     for key, value in report.items():

@@ -1,9 +1,11 @@
-"""``load_model``: any model transdec runs, by bundled name or path, as a :class:`~transdec.protocol.SpeechModel`.
+"""``load_model``: any model transdec runs, by bundled name, path or Hugging Face Hub name, as a
+:class:`~transdec.protocol.SpeechModel`.
 
 It tells the kinds apart and hands each to its loader: transdec's own model files and bundled names
 (:mod:`transdec.model.checkpoint`), NeMo ``.nemo`` checkpoints (:mod:`transdec.adapters.nemo`) and directories of
-ONNX files (:mod:`transdec.adapters.onnx`). The adapters, and the libraries they need, are imported only for their
-kind of model, so that loading a transdec model (and ``import transdec``) does without them.
+ONNX files (:mod:`transdec.adapters.onnx`); a Hub name is fetched first (:mod:`transdec.adapters.hub`), then loaded
+as the local file it became. The adapters, and the libraries they need, are imported only for their kind of model,
+so that loading a transdec model (and ``import transdec``) does without them.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from transdec.adapters.hub import is_hub_name
+from transdec.adapters.onnx_files import VARIANTS
 from transdec.model.checkpoint import BUNDLED_MODELS, bundled_model_path, load_transdec_model
 from transdec.protocol import SpeechModel
 
@@ -27,12 +31,22 @@ FRONT_ENDS = ("model", "sherpa")
 
 def load_model(name_or_path: str | os.PathLike[str], device: str | torch.device = "cpu",
                dtype: torch.dtype = torch.float32, front_end: str = "model",
-               att_context_size: Sequence[int] | None = None) -> SpeechModel:
-    """Load a bundled model by name (``"tiny-en-rnnt"``, ...) or any model file by path, in eval mode.
+               att_context_size: Sequence[int] | None = None, onnx_variant: str = "fp32") -> SpeechModel:
+    """Load a bundled model by name (``"tiny-en-rnnt"``, ...), any model file by path, or a model on the Hugging
+    Face Hub by name (``"org/name"``, ``"org/name@revision"``), in eval mode.
 
     A path ending in ``.nemo`` is a NeMo checkpoint, loaded by :func:`transdec.adapters.nemo.load_nemo`; a directory
     of ``.onnx`` files is an ONNX Transducer, loaded by :func:`transdec.adapters.onnx.load_onnx`; anything else is
     a transdec model file (:func:`transdec.model.checkpoint.load_transdec_model`).
+
+    A name that is neither bundled nor an existing path and reads ``org/name[@revision]`` is fetched from the Hub
+    into its cache (:func:`transdec.adapters.hub.fetch_model`: the repository's ``.nemo`` checkpoint or its ONNX
+    export's files), then loaded as above; the model's ``hub_source`` (a :class:`~transdec.adapters.hub.HubSource`)
+    says what was fetched: repository, commit, files, size. Failures raise a
+    :class:`~transdec.adapters.hub.HubError` (a ``ValueError``) naming the model.
+
+    ``onnx_variant`` (``"fp32"`` or ``"int8"``) picks the graphs of an ONNX export holding both (``encoder.onnx``
+    and ``encoder.int8.onnx``), local or on the Hub; a part with only one variant loads that one.
 
     ``front_end="sherpa"`` makes ``encode`` compute the features sherpa-onnx computes for the model's ONNX export
     (:class:`~transdec.adapters.onnx_features.SherpaFrontEnd`, with kaldi-native-fbank) instead of the model's own,
@@ -44,8 +58,28 @@ def load_model(name_or_path: str | os.PathLike[str], device: str | torch.device 
     """
     if front_end not in FRONT_ENDS:
         raise ValueError(f"front_end must be 'model' or 'sherpa', got {front_end!r}")
+    if onnx_variant not in VARIANTS:
+        raise ValueError(f"onnx_variant must be one of {', '.join(VARIANTS)}, got {onnx_variant!r}")
     name = str(name_or_path)
-    path = bundled_model_path(name) if name in BUNDLED_MODELS else Path(name)
+    source = None
+    if name in BUNDLED_MODELS:
+        path = bundled_model_path(name)
+    elif is_hub_name(name):
+        from transdec.adapters.hub import fetch_model
+
+        source = fetch_model(name, onnx_variant)
+        path = source.path
+    else:
+        path = Path(name)
+    model = _load_path(path, device, dtype, front_end, att_context_size, onnx_variant)
+    if source is not None:
+        model.hub_source = source  # type: ignore[attr-defined]
+    return model
+
+
+def _load_path(path: Path, device: str | torch.device, dtype: torch.dtype, front_end: str,
+               att_context_size: Sequence[int] | None, onnx_variant: str) -> SpeechModel:
+    """The model at ``path``: an ONNX directory, a NeMo checkpoint or a transdec model file."""
     if att_context_size is not None and not path.name.endswith(".nemo"):
         raise ValueError(f"{path}: att_context_size chooses the look-ahead of a NeMo (.nemo) checkpoint")
     if path.is_dir() and any(path.glob("*.onnx")):
@@ -53,7 +87,7 @@ def load_model(name_or_path: str | os.PathLike[str], device: str | torch.device 
 
         if torch.device(device).type != "cpu" or dtype != torch.float32:
             raise ValueError(f"{path}: ONNX models run in float32 on the CPU (ONNX Runtime)")
-        return load_onnx(path, front_end=front_end)
+        return load_onnx(path, front_end=front_end, variant=onnx_variant)
     model = _load_pytorch_model(path, device, dtype, att_context_size)
     if front_end == "sherpa":
         from transdec.adapters.onnx_features import sherpa_front_end_of

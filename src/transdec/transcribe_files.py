@@ -27,8 +27,13 @@ from transdec.transcribe import Transcript, transcribe
 COMMAND = "transdec transcribe"
 
 
-def format_result(item: AudioItem, transcript: Transcript, output_format: str, prefix_path: bool) -> str:
-    """One output line; raises ValueError for a NaN or infinite number, which strict JSON cannot hold."""
+def format_result(item: AudioItem, transcript: Transcript, output_format: str, prefix_path: bool,
+                  source: dict | None = None) -> str:
+    """One output line; raises ValueError for a NaN or infinite number, which strict JSON cannot hold.
+
+    ``source``: where the model came from, for a model fetched by Hub name (``HubSource.as_dict()``: repo,
+    revision, commit, files, size), added to each JSON-lines record as ``hub``, so that every line says which model
+    made it."""
     if output_format == "text":
         return f"{item.name}\t{transcript.text}" if prefix_path else transcript.text
     if output_format == "manifest":
@@ -40,6 +45,8 @@ def format_result(item: AudioItem, transcript: Transcript, output_format: str, p
            "text": transcript.text, "tokens": transcript.tokens, "words": words}
     if transcript.nbest:
         row["nbest"] = [{"text": a.text, "tokens": a.tokens, "score": round(a.score, 4)} for a in transcript.nbest]
+    if source is not None:
+        row["hub"] = source
     return json.dumps(row, allow_nan=False)
 
 
@@ -118,7 +125,13 @@ def transcribe_files(model: SpeechModel, paths: list[str], decoding: DecodingCon
     def results(todo: list[AudioItem], progress: tqdm) -> Iterator[tuple[int, AudioItem, Transcript | AudioError]]:
         return transcribed_items(model, todo, decoding, batch_size, allow_upsampling, chunking, progress, item_boost)
 
-    return write_transcripts(items, failures, results, output_format, output, resume)
+    return write_transcripts(items, failures, results, output_format, output, resume, model_source(model))
+
+
+def model_source(model: object) -> dict | None:
+    """What :func:`format_result` writes of where ``model`` came from: its Hub source, if it was fetched by name."""
+    source = getattr(model, "hub_source", None)
+    return None if source is None else source.as_dict()
 
 
 #: What transcribes the items of a run for :func:`write_transcripts`: given the items still to do and the progress
@@ -128,11 +141,12 @@ Results = Callable[[list[AudioItem], tqdm], Iterable[tuple[int, AudioItem, Trans
 
 
 def write_transcripts(items: list[AudioItem], failures: list[InputError], results: Results,
-                      output_format: str = "text", output: str | None = None, resume: bool = False) -> int:
+                      output_format: str = "text", output: str | None = None, resume: bool = False,
+                      source: dict | None = None) -> int:
     """Write the transcripts ``results`` makes of ``items`` as :func:`transcribe_files` does (the same lines, in
     input order, with the same reports, resumption and exit codes); ``failures`` are the inputs that gave no item,
-    reported first. This is where every way of transcribing a batch of files (one process, a Ray cluster) meets
-    the output."""
+    reported first; ``source``, the model's Hub source for each JSON line (:func:`format_result`). This is where
+    every way of transcribing a batch of files (one process, a Ray cluster) meets the output."""
     for failure in failures:
         print(f"{COMMAND}: error: {failure.where}: {failure.message}", file=sys.stderr)
     if not items:
@@ -167,7 +181,7 @@ def write_transcripts(items: list[AudioItem], failures: list[InputError], result
                     position = todo_positions[position]
                     if not isinstance(result, AudioError):
                         try:
-                            writer.done(position, format_result(item, result, output_format, prefix))
+                            writer.done(position, format_result(item, result, output_format, prefix, source))
                             continue
                         except ValueError:  # strict JSON: a NaN is never written
                             result = AudioError(f"{item.name}: the transcript holds NaN or infinity")

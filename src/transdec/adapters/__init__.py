@@ -7,5 +7,5 @@ decoder runs on it) and a :class:`~transdec.protocol.SpeechModel` (``device``, `
 ``evaluate`` run on it). Adapters import their toolkit-specific dependencies lazily, so that ``import transdec``
 stays light. :mod:`transdec.adapters.nemo` reads ``.nemo``
 checkpoints; :mod:`transdec.adapters.onnx` runs ONNX Transducer exports (transdec's, sherpa-onnx's, icefall's) on
-ONNX Runtime.
+ONNX Runtime; :mod:`transdec.adapters.hub` fetches either kind by Hugging Face Hub name.
 """

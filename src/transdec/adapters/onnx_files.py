@@ -3,17 +3,18 @@ pieces for exports that carry no sentencepiece model."""
 
 from __future__ import annotations
 
-from pathlib import Path
+from collections.abc import Iterable
+from pathlib import Path, PurePath
 
 _PARTS = ("encoder", "decoder", "joiner")
 #: The variants :func:`find_parts` chooses between: float32 files and ``.int8.onnx`` ones (dynamically quantized).
 VARIANTS = ("fp32", "int8")
 
 
-def variant_of(path: Path) -> str:
+def variant_of(path: str | PurePath) -> str:
     """``"int8"`` for ``*.int8.onnx``, ``"fp16"`` for ``*.fp16.onnx``, else ``"fp32"``."""
     for variant in ("int8", "fp16"):
-        if path.name.endswith(f".{variant}.onnx"):
+        if PurePath(path).name.endswith(f".{variant}.onnx"):
             return variant
     return "fp32"
 
@@ -27,30 +28,42 @@ def find_parts(directory: Path, variant: str = "fp32") -> dict[str, Path]:
         raise ValueError(f"variant must be one of {', '.join(VARIANTS)}, got {variant!r}")
     if not directory.is_dir():
         raise FileNotFoundError(f"{directory}: not a directory of ONNX files")
-    parts, missing = {}, []
-    order = [variant] + [v for v in VARIANTS if v != variant]
-    for part in _PARTS:
-        # icefall exports may also hold joiner_encoder_proj.onnx and joiner_decoder_proj.onnx: not the joiner.
-        candidates = [p for p in directory.glob(f"{part}*.onnx") if "_proj" not in p.name]
-        chosen = next(([p for p in candidates if variant_of(p) == v] for v in order
-                       if any(variant_of(p) == v for p in candidates)), [])
-        if not chosen:
-            fp16 = " (only .fp16.onnx, which is not loaded)" if candidates else ""
-            missing.append(f"{part}*.onnx{fp16}")
-        elif len(chosen) > 1:
-            names = ", ".join(sorted(p.name for p in chosen))
-            if any("-chunk-" in p.name for p in chosen):  # icefall's streaming exports, one per chunk size
-                raise ValueError(f"{directory}: {names} are streaming exports (chunk sizes in their names); only "
-                                 "offline (non-streaming) transducers load")
-            raise ValueError(f"{directory}: more than one {variant_of(chosen[0])} {part} file ({names}); keep one")
-        else:
-            parts[part] = chosen[0]
+    try:
+        parts, missing = choose_parts((p.name for p in directory.glob("*.onnx")), variant)
+    except ValueError as error:
+        raise ValueError(f"{directory}: {error}") from None
     if not (directory / "tokens.txt").is_file():
         missing.append("tokens.txt")
     if missing:
         raise FileNotFoundError(f"{directory}: an ONNX Transducer needs encoder, decoder and joiner files and "
                                 f"tokens.txt; missing {', '.join(missing)}")
-    return parts
+    return {part: directory / name for part, name in parts.items()}
+
+
+def choose_parts(names: Iterable[str], variant: str = "fp32") -> tuple[dict[str, str], list[str]]:
+    """:func:`find_parts`' choice among ``names``, the file names of one folder (a directory, or a Hugging Face Hub
+    repository's folder before anything is downloaded): ``{"encoder": name, ...}`` for the parts found, and the
+    parts missing (``"joiner*.onnx"``, ...). Two files of one part and variant raise ValueError."""
+    names = list(names)
+    parts, missing = {}, []
+    order = [variant] + [v for v in VARIANTS if v != variant]
+    for part in _PARTS:
+        # icefall exports may also hold joiner_encoder_proj.onnx and joiner_decoder_proj.onnx: not the joiner.
+        candidates = [n for n in names if n.startswith(part) and n.endswith(".onnx") and "_proj" not in n]
+        chosen = next(([n for n in candidates if variant_of(n) == v] for v in order
+                       if any(variant_of(n) == v for n in candidates)), [])
+        if not chosen:
+            fp16 = " (only .fp16.onnx, which is not loaded)" if candidates else ""
+            missing.append(f"{part}*.onnx{fp16}")
+        elif len(chosen) > 1:
+            listed = ", ".join(sorted(chosen))
+            if any("-chunk-" in n for n in chosen):  # icefall's streaming exports, one per chunk size
+                raise ValueError(f"{listed} are streaming exports (chunk sizes in their names); only offline "
+                                 "(non-streaming) transducers load")
+            raise ValueError(f"more than one {variant_of(chosen[0])} {part} file ({listed}); keep one")
+        else:
+            parts[part] = chosen[0]
+    return parts, missing
 
 
 def int_metadata(meta: dict[str, str], key: str, file: Path) -> int:

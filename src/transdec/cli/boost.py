@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 
 from transdec.cli.argtypes import seconds
-from transdec.cli.common import MODEL_HELP, add_group_parser, fail, output_problem
+from transdec.cli.common import MODEL_HELP, add_group_parser, add_onnx_variant_argument, fail, output_problem
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -17,6 +17,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         ("build", "tokenize a phrase list with the model's tokenizer and compile its boosting tree", __doc__))
     build.add_argument("phrases", help="the phrase list, UTF-8 text")
     build.add_argument("--model", required=True, help=MODEL_HELP)
+    add_onnx_variant_argument(build)
     build.add_argument("-o", "--output", required=True, metavar="PT", help="the tree file to write (.pt)")
     build.add_argument("--depth-scaling", type=seconds, default=0.0, metavar="S",
                        help="the bonus of a phrase's n-th token is weight * (1 + S * (n - 1)) (default 0)")
@@ -36,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
         if problem:
             raise ValueError(problem.replace("--output", "-o"))
         phrases = read_phrase_file(args.phrases)
-        model = load_model(args.model)
+        model = load_model(args.model, onnx_variant=args.onnx_variant)
         tokenized = tokenize_phrases(phrases, model.tokenizer, args.case_variants)
         tree = BoostingTree.build([tokenized], model.head.num_tokens, args.depth_scaling)
         tree.save(args.output)

@@ -5,19 +5,22 @@ the model with its run-time options, and the one-line error every command ends w
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 from pathlib import Path
 
 import torch
 
+from transdec.adapters.onnx_files import VARIANTS
 from transdec.cli.argtypes import attention_window, milliseconds, seconds
-from transdec.cli.fusions import with_fusions
+from transdec.cli.fusions import boost_options, with_fusions
 from transdec.long_audio import GLOBAL_ATTENTION_CONTEXT_SECONDS as GLOBAL_CONTEXT
 from transdec.long_audio import ChunkingConfig
 from transdec.model.transducer_model import DEFAULT_CUDA_LENGTH_POLICY, LENGTH_POLICIES
 
-MODEL_HELP = "bundled model name, model file, .nemo checkpoint or ONNX export directory"
+MODEL_HELP = ("bundled model name, model file, .nemo checkpoint, ONNX export directory, or a Hugging Face Hub "
+              "repository as org/name[@revision] (its .nemo or ONNX files, fetched into the Hub's cache)")
 
 
 def fail(command: str, message: object, code: int = 2) -> int:
@@ -37,8 +40,18 @@ def add_group_parser(subparsers: argparse._SubParsersAction, group: tuple[str, s
 
 
 def add_model_argument(p: argparse.ArgumentParser) -> None:
-    """``--model``, for the commands that run a model (the bundled tiny one unless told)."""
+    """``--model``, for the commands that run a model (the bundled tiny one unless told), and
+    ``--onnx-variant``."""
     p.add_argument("--model", default="tiny-en-rnnt", help=MODEL_HELP + " (default: %(default)s)")
+    add_onnx_variant_argument(p)
+
+
+def add_onnx_variant_argument(p: argparse.ArgumentParser) -> None:
+    """``--onnx-variant``: which graphs of an ONNX export holding both (a directory or a Hub repository)."""
+    p.add_argument("--onnx-variant", choices=VARIANTS, default="fp32",
+                   help="ONNX exports holding float and int8 graphs (encoder.onnx and encoder.int8.onnx): which to "
+                        "load, and from the Hub, which to download (default: %(default)s; a part with only one "
+                        "variant loads that one)")
 
 
 def add_device_argument(p: argparse.ArgumentParser) -> None:
@@ -138,10 +151,11 @@ def load_model_of(args: argparse.Namespace):
     from transdec.model.transducer_model import TransducerModel
 
     try:
-        model = load_model(args.model, device=args.device, front_end=args.front_end)
+        model = load_model(args.model, device=args.device, front_end=args.front_end, onnx_variant=args.onnx_variant)
     except ImportError as error:  # an optional part: the ONNX runtime, kaldi-native-fbank
         extra = "sherpa" if args.front_end == "sherpa" or error.name == "kaldi_native_fbank" else "onnx"
-        raise ValueError(f"{args.model}: {error} (pip install 'transdec[{extra}]')") from error
+        hint = "" if "pip install" in str(error) else f" (pip install 'transdec[{extra}]')"
+        raise ValueError(f"{args.model}: {error}{hint}") from error
     if isinstance(model, TransducerModel):  # the only kind whose encoder has a length policy to choose
         model.length_policy = args.length_policy
     if args.local_attention is not None:
@@ -156,6 +170,19 @@ def check_strategies_fit(model, decodings: list) -> None:
     if any(d.strategy == "ctc_greedy" for d in decodings) and getattr(model, "ctc", None) is None:
         raise ValueError("--decoding ctc_greedy needs a model with a CTC head (a hybrid RNN-T/CTC model); "
                          "this one has none")
+
+
+def replica_loader(args: argparse.Namespace, decodings: list):
+    """A :data:`~transdec.scale.replica.ReplicaLoader` of the flags: on each Ray replica, the model and the first of
+    ``decodings`` with the fusions of the flags (``--lm``, ``--boost-phrases``) on the replica's device. Make the
+    paths among the flags absolute first (:func:`transdec.scale.flags.absolute_paths`)."""
+    return functools.partial(_load_on_replica, args, decodings)
+
+
+def _load_on_replica(args: argparse.Namespace, decodings: list, device: str):
+    args = argparse.Namespace(**{**vars(args), "device": device})
+    model, decodings = load_for_decoding(args, decodings, boost_options(args))
+    return model, decodings[0]
 
 
 def load_for_decoding(args: argparse.Namespace, decodings: list, boost) -> tuple:

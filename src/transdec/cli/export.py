@@ -16,7 +16,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         subparsers, ("export", "export a model to another runtime (ONNX)",
                                "Export a model for deployment (docs/deploy.md)."),
         ("onnx", "encoder, decoder and joiner as ONNX files that sherpa-onnx and transdec load", __doc__))
-    onnx.add_argument("model", help="bundled model name, model file or .nemo checkpoint")
+    onnx.add_argument("model", help="bundled model name, model file, .nemo checkpoint, or a Hugging Face Hub "
+                                    "repository as org/name[@revision] holding one")
     onnx.add_argument("out_dir", help="directory to write the files to (created if missing)")
     onnx.add_argument("--max-frames", type=int, default=None,
                       help="encoder frames the rotary position tables cover (default 20000: 26 min at 8x)")

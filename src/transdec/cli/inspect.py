@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 
-from transdec.cli.common import MODEL_HELP, fail
+from transdec.cli.common import MODEL_HELP, add_onnx_variant_argument, fail
 
 #: The command's line in ``transdec --help``, and its exit codes, as its own help ends.
 HELP = "what a model is and whether transdec loads it, without decoding"
@@ -17,6 +17,7 @@ EXIT_CODES = ("exit codes: 0 transdec loads the model; 1 it does not (the reason
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("inspect", help=HELP, description=__doc__, epilog=EXIT_CODES)
     p.add_argument("model", help=MODEL_HELP)
+    add_onnx_variant_argument(p)
     p.add_argument("--format", choices=["text", "json"], default="text")
 
 
@@ -24,7 +25,7 @@ def run(args: argparse.Namespace) -> int:
     from transdec.inspect_model import format_report, inspect_model
 
     try:
-        report = inspect_model(args.model)
+        report = inspect_model(args.model, args.onnx_variant)
     except ImportError as error:
         return fail("transdec inspect", f"{args.model}: {error} (pip install 'transdec[onnx]')")
     except (OSError, ValueError) as error:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from transdec.cli.common import add_group_parser, fail
+from transdec.cli.common import MODEL_HELP, add_group_parser, add_onnx_variant_argument, fail
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -17,7 +17,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                            "N-gram language models over a model's tokens (docs/lm.md)."),
         ("build", "estimate an ARPA LM from text, tokenized with the model's tokenizer", __doc__))
     build.add_argument("--text", required=True, help="the corpus: one sentence per line")
-    build.add_argument("--model", required=True, help="bundled model name or model file whose tokens the LM predicts")
+    build.add_argument("--model", required=True, help="the model whose tokens the LM predicts: " + MODEL_HELP)
+    add_onnx_variant_argument(build)
     build.add_argument("--order", type=int, default=4, help="n-gram order, 1-6 (default %(default)s)")
     build.add_argument("-o", "--output", required=True, metavar="ARPA", help="the ARPA file to write")
     build.add_argument("--estimator", choices=["auto", "lmplz", "builtin"], default="auto",
@@ -40,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         if not 1 <= args.order <= MAX_ORDER:  # checked before the model loads
             raise LMBuildError(f"--order {args.order}: the order must be 1 .. {MAX_ORDER}")
-        tokenizer = load_model(args.model).tokenizer
+        tokenizer = load_model(args.model, onnx_variant=args.onnx_variant).tokenizer
         report = build_lm(args.text, tokenizer, args.order, args.output, estimator=args.estimator, lmplz=args.lmplz,
                           discount_fallback=not args.no_discount_fallback, lmplz_memory=args.lmplz_memory,
                           compile_to=args.compile)

@@ -1,7 +1,8 @@
 """Serve a model over HTTP (pip install 'transdec[serve]'; docs/serve.md): POST /v1/audio/transcriptions as OpenAI's API
 has it, requests arriving together decoded in one batch; streaming recognition over the WebSocket /v1/audio/stream;
 GET /health and GET /metrics (Prometheus). SIGTERM or Ctrl-C stops taking requests, finishes those in flight and
-exits 0.
+exits 0. With --ray, the same server runs as Ray Serve replicas on a Ray cluster, behind Ray Serve's HTTP proxy
+(docs/scale.md).
 """
 
 from __future__ import annotations
@@ -12,10 +13,13 @@ import dataclasses
 from transdec.cli.argtypes import at_least, finite, seconds
 from transdec.cli.common import (add_buffered_arguments, add_device_argument, add_length_policy_arguments,
                                  add_long_audio_arguments, add_model_argument, buffered_options, chunking,
-                                 device_problem, fail, load_for_decoding, require_one_strategy)
+                                 device_problem, fail, load_for_decoding, replica_loader, require_one_strategy)
 from transdec.cli.fusions import (add_boost_arguments, add_lm_arguments, boost_options, lm_problem,
                                   require_one_lm_weight)
 from transdec.decoding.flags import add_decoding_arguments, decoding_configs
+from transdec.scale.flags import absolute_paths
+from transdec.scale.options import LOCAL
+from transdec.serve.ray_flags import add_ray_serve_arguments, ray_serve_options
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -67,6 +71,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     add_lm_arguments(p)
     add_boost_arguments(p, items=False)
     p.add_argument("--allow-upsampling", action="store_true", help="accept audio below the model's sample rate")
+    add_ray_serve_arguments(p)
     add_decoding_arguments(p, default="greedy_label")
 
 
@@ -88,7 +93,9 @@ def run(args: argparse.Namespace) -> int:
     try:  # every option is checked before the model is loaded
         decodings = decoding_configs(args)
         require_one_strategy(args, decodings, "serve")
-        problem = lm_problem(args) or device_problem(args.device)
+        ray = ray_serve_options(args)
+        # on a cluster, the replicas' nodes have the device, not necessarily this one
+        problem = lm_problem(args) or (ray is None and device_problem(args.device))
         if problem:
             raise ValueError(problem)
         require_one_lm_weight(args, "serve")
@@ -108,11 +115,18 @@ def run(args: argparse.Namespace) -> int:
         except ValueError as error:  # ServeOptions names its field first: name the flag instead
             field, _, rest = str(error).partition(" ")
             raise ValueError(f"--{field.replace('_', '-')} {rest}") from None
-        check_can_listen(args.host, args.port)
-        model, decodings = load_for_decoding(args, decodings, boost)
-        options = dataclasses.replace(options, decoding=decodings[0])
+        if ray is None or ray.address == LOCAL:  # else Ray Serve's proxy listens on the head node, elsewhere
+            check_can_listen(args.host, args.port)
+        if ray is None:  # on a cluster, each replica loads the model (serve_on_ray checks it here first)
+            model, decodings = load_for_decoding(args, decodings, boost)
+            options = dataclasses.replace(options, decoding=decodings[0])
     except (FileNotFoundError, ValueError) as error:
         return fail("transdec serve", error)
+    if ray is not None:
+        from transdec.serve.ray_server import serve_on_ray
+
+        absolute_paths(args)  # the replicas load the model, LM and phrases from other directories
+        return serve_on_ray(replica_loader(args, decodings), options, ray, args.host, args.port, args.device)
     run_server(model, options, args.host, args.port)
     return 0
 

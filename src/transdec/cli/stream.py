@@ -63,7 +63,8 @@ def run(args: argparse.Namespace) -> int:
         require_one_strategy(args, decodings, "stream")
         streaming_config(decodings[0])  # a strategy that does not stream is refused here, naming those that do
         boost = boost_options(args)
-        model = load_model(args.model, device=args.device, att_context_size=args.att_context_size)
+        model = load_model(args.model, device=args.device, att_context_size=args.att_context_size,
+                           onnx_variant=args.onnx_variant)
         decodings = with_fusions(args, model, decodings, boost)
         options = StreamingOptions(
             max_streams=args.max_streams or min(max(1, len(args.paths)), 32),

@@ -6,12 +6,11 @@ are done.
 from __future__ import annotations
 
 import argparse
-import functools
 
 from transdec.cli.argtypes import at_least, positive_seconds
 from transdec.cli.common import (add_device_argument, add_length_policy_arguments, add_long_audio_arguments,
                                  add_model_argument, chunking, device_problem, fail, load_for_decoding,
-                                 output_dir_problem, output_problem, require_one_strategy)
+                                 output_dir_problem, output_problem, replica_loader, require_one_strategy)
 from transdec.cli.fusions import (add_boost_arguments, add_lm_arguments, boost_options, lm_problem,
                                   require_one_lm_weight)
 from transdec.decoding.flags import add_decoding_arguments, decoding_configs
@@ -143,7 +142,7 @@ def run(args: argparse.Namespace) -> int:
         from transdec.scale import ray_transcribe
 
         absolute_paths(args)  # the replicas load the model, LM and phrases from other directories
-        return ray_transcribe(functools.partial(_ray_replica, args, decodings), args.paths,
+        return ray_transcribe(replica_loader(args, decodings), args.paths,
                               batch_size=args.batch_size, output_format=args.format, output=args.output,
                               resume=args.resume, allow_upsampling=args.allow_upsampling, chunking=chunking(args),
                               item_boost=boost if args.item_phrases else None, device=args.device, options=ray)
@@ -156,10 +155,3 @@ def run(args: argparse.Namespace) -> int:
                                     boost if args.item_phrases else None)
     return transcribe_files(model, args.paths, decodings[0], args.batch_size, args.format, args.output,
                             args.allow_upsampling, chunking(args), args.resume, boost if args.item_phrases else None)
-
-
-def _ray_replica(args: argparse.Namespace, decodings: list, device: str):
-    """A Ray replica's model on ``device`` and its decoding, with the fusions of the flags (a ReplicaLoader)."""
-    args = argparse.Namespace(**{**vars(args), "device": device})
-    model, decodings = load_for_decoding(args, decodings, boost_options(args))
-    return model, decodings[0]

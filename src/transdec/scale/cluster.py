@@ -59,16 +59,20 @@ def check_reachable(address: str, timeout: float = 5.0) -> None:
 
 
 @contextlib.contextmanager
-def connect(address: str = LOCAL) -> Iterator[Cluster]:
-    """Join the Ray cluster at ``address`` (see :class:`~transdec.scale.options.RayOptions`) for the block:
-    ``"local"`` starts one on this machine, stopped at the end; an address joins that cluster and leaves it
-    running. Where this process is on a cluster already (``ray.init`` was called), that one is used and kept.
+def join(address: str = LOCAL) -> Iterator[Cluster]:
+    """Join the Ray cluster at ``address`` (see :class:`~transdec.scale.options.RayOptions`) for the block, with Ray's
+    own INFO lines off: ``"local"`` starts one on this machine, stopped at the end; an address joins that cluster and
+    leaves it running. Where this process is on a cluster already (``ray.init`` was called), that one is used and
+    kept. Needs Ray only (``transdec serve --ray`` runs on this; :func:`connect` adds what Ray Data needs).
 
     Raises:
         RayNotInstalled: Ray is missing.
         ConnectionError: no cluster answers at ``address`` (see :func:`check_reachable`).
     """
-    ray = import_ray()
+    try:
+        import ray
+    except ImportError as error:
+        raise RayNotInstalled(f"Ray is not installed ({error}): {INSTALL}") from None
     joined = not ray.is_initialized()
     if joined:
         check_reachable(address)
@@ -84,25 +88,41 @@ def connect(address: str = LOCAL) -> Iterator[Cluster]:
                      logging_level=logging.WARNING, log_to_driver=True)
         finally:
             auth_notice.setLevel(auth_level)
-    data_context = ray.data.DataContext.get_current()
-    quiet = {name: False for name in ("enable_progress_bars", "print_on_execution_start")
-             if hasattr(data_context, name)}  # the second is newer than some Ray versions this runs on
-    before = {name: getattr(data_context, name) for name in quiet}
-    # Ray Data's INFO lines, and its warning that its progress bars are off (the run shows its own progress).
-    loggers = {logging.getLogger("ray.data"): logging.WARNING,
-               logging.getLogger("ray.data._internal.progress"): logging.ERROR}
-    levels = {logger: logger.level for logger in loggers}
     try:
-        for name, value in quiet.items():
-            setattr(data_context, name, value)
-        for logger, level in loggers.items():
-            logger.setLevel(level)
         resources = ray.cluster_resources()
         yield Cluster(resources.get("CPU", 0.0), resources.get("GPU", 0.0), joined)
     finally:
-        for name, value in before.items():
-            setattr(data_context, name, value)
-        for logger, level in levels.items():
-            logger.setLevel(level)
         if joined:
             ray.shutdown()
+
+
+@contextlib.contextmanager
+def connect(address: str = LOCAL) -> Iterator[Cluster]:
+    """:func:`join` the cluster at ``address`` for a Ray Data run: Ray Data's progress bars, plans and INFO lines off
+    for the block (the run reports its own progress).
+
+    Raises:
+        RayNotInstalled: Ray or Ray Data is missing.
+        ConnectionError: no cluster answers at ``address`` (see :func:`check_reachable`).
+    """
+    ray = import_ray()
+    with join(address) as cluster:
+        data_context = ray.data.DataContext.get_current()
+        quiet = {name: False for name in ("enable_progress_bars", "print_on_execution_start")
+                 if hasattr(data_context, name)}  # the second is newer than some Ray versions this runs on
+        before = {name: getattr(data_context, name) for name in quiet}
+        # Ray Data's INFO lines, and its warning that its progress bars are off (the run shows its own progress).
+        loggers = {logging.getLogger("ray.data"): logging.WARNING,
+                   logging.getLogger("ray.data._internal.progress"): logging.ERROR}
+        levels = {logger: logger.level for logger in loggers}
+        try:
+            for name, value in quiet.items():
+                setattr(data_context, name, value)
+            for logger, level in loggers.items():
+                logger.setLevel(level)
+            yield cluster
+        finally:
+            for name, value in before.items():
+                setattr(data_context, name, value)
+            for logger, level in levels.items():
+                logger.setLevel(level)

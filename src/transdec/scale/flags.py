@@ -9,23 +9,28 @@ from pathlib import Path
 from transdec.scale.options import LOCAL, RayOptions, is_address
 
 
+def add_ray_address_argument(group: argparse._ArgumentGroup, what: str, lifetime: str, files: str) -> None:
+    """``--ray [ADDRESS]``: ``what`` it does, a cluster started on this machine for ``lifetime`` without an address,
+    and the ``files`` every node must see."""
+    group.add_argument("--ray", nargs="?", const=LOCAL, default=None, metavar="ADDRESS",
+                       help=f"{what}. ADDRESS: auto (the cluster `ray start` made on this machine), HOST:PORT of a "
+                            f"head node, or ray://HOST:10001 (Ray Client); none: start a cluster on this machine for "
+                            f"{lifetime}. Every node must see {files} at the same paths")
+
+
 def add_ray_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the flags that send a run to a Ray cluster."""
     group = parser.add_argument_group("Ray cluster (many machines, many replicas; docs/scale.md; needs "
                                       "pip install 'transdec[ray]')")
-    group.add_argument("--ray", nargs="?", const=LOCAL, default=None, metavar="ADDRESS",
-                       help="transcribe on a Ray cluster: reading in CPU tasks, a pool of model replicas, the "
-                            "output as without --ray. ADDRESS: auto (the cluster `ray start` made on this machine), "
-                            "HOST:PORT of a head node, or ray://HOST:10001 (Ray Client); none: start a cluster on "
-                            "this machine for the run. Every node must see the audio and model files at the same "
-                            "paths")
-    group.add_argument("--ray-replicas", type=_positive(int), default=None, metavar="N",
+    add_ray_address_argument(group, "transcribe on a Ray cluster: reading in CPU tasks, a pool of model replicas, the "
+                                    "output as without --ray", "the run", "the audio and model files")
+    group.add_argument("--ray-replicas", type=positive(int), default=None, metavar="N",
                        help="model replicas (default: one per GPU with --device cuda, else one per "
                             "--ray-cpus-per-replica CPUs, less what reading takes)")
-    group.add_argument("--ray-cpus-per-replica", type=_positive(float), default=RayOptions.cpus_per_replica,
+    group.add_argument("--ray-cpus-per-replica", type=positive(float), default=RayOptions.cpus_per_replica,
                        metavar="N",
                        help="CPUs each replica asks for; on CPUs, its PyTorch threads (default %(default)g)")
-    group.add_argument("--ray-window", type=_positive(int), default=None, metavar="ITEMS",
+    group.add_argument("--ray-window", type=positive(int), default=None, metavar="ITEMS",
                        help="items a replica transcribes per call, sorted by length there (default 8 x "
                             "--batch-size, as without --ray, which gives the same output to the byte; less spreads a "
                             "small run over more replicas)")
@@ -55,7 +60,7 @@ def ray_options(args: argparse.Namespace) -> RayOptions:
     return RayOptions(args.ray, args.ray_replicas, args.ray_cpus_per_replica, window=args.ray_window)
 
 
-def _positive(kind: type):
+def positive(kind: type):
     """An argparse type: a positive finite ``kind``."""
     def parse(text: str):
         value = kind(text)

@@ -29,7 +29,7 @@ from transdec.scale.replica import NamedModel, ReplicaLoader, WindowTranscriber
 from transdec.scale.windows import ItemResult, make_windows, pack, read_windows, unpack
 from transdec.sources import AudioItem, collect_inputs
 from transdec.transcribe import Transcript
-from transdec.transcribe_files import COMMAND, write_transcripts
+from transdec.transcribe_files import COMMAND, model_source, write_transcripts
 
 #: Seconds between progress lines where there is no progress bar (standard error is not a terminal).
 REPORT_EVERY = 30.0
@@ -69,13 +69,14 @@ def ray_transcribe(model: str | os.PathLike[str] | ReplicaLoader, paths: Sequenc
         loader = NamedModel(os.path.abspath(name) if os.path.exists(name) else name, decoding or DecodingConfig())
     try:
         import_ray()
-        sample_rate = _check_model(loader)
+        sample_rate, source = _check_model(loader)
     except (RayNotInstalled, FileNotFoundError, ValueError) as error:
         print(f"{COMMAND}: error: {error}", file=sys.stderr)
         return 2
     items, failures = collect_inputs(list(paths))
     if not items:
-        return write_transcripts(items, failures, lambda todo, progress: iter(()), output_format, output, resume)
+        return write_transcripts(items, failures, lambda todo, progress: iter(()), output_format, output, resume,
+                                 source)
     with contextlib.ExitStack() as stack:
         try:
             cluster = stack.enter_context(connect(options.address))
@@ -85,13 +86,14 @@ def ray_transcribe(model: str | os.PathLike[str] | ReplicaLoader, paths: Sequenc
             return 2
         run = RayRun(loader, sample_rate, plan, options, device, batch_size, chunking, allow_upsampling, item_boost,
                      f"{cluster.cpus:g} CPU(s), {cluster.gpus:g} GPU(s)")
-        return write_transcripts(items, failures, run.results, output_format, output, resume)
+        return write_transcripts(items, failures, run.results, output_format, output, resume, source)
 
 
-def _check_model(loader: ReplicaLoader) -> int:
-    """Load the model on this machine's CPU, as a replica will; its sample rate."""
+def _check_model(loader: ReplicaLoader) -> tuple[int, dict | None]:
+    """Load the model on this machine's CPU, as a replica will; its sample rate and, for a model fetched by Hub
+    name, what was fetched (written with each JSON line)."""
     model, _ = loader("cpu")
-    return model.sample_rate
+    return model.sample_rate, model_source(model)
 
 
 @dataclass

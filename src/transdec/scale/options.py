@@ -83,14 +83,7 @@ def plan_replicas(options: RayOptions, cpus: float, gpus: float, device: str) ->
     """
     read = options.read_cpus
     if device.startswith("cuda"):
-        if gpus < 1:
-            raise ValueError(f"--device {device}: the Ray cluster has no GPU (use --device cpu)")
-        replicas = options.replicas or int(gpus)
-        if replicas > gpus:
-            raise ValueError(f"{replicas} replicas of one GPU each: the Ray cluster has {gpus:g} GPU(s)")
-        if replicas * options.cpus_per_replica + read > cpus:
-            raise ValueError(f"{replicas} GPU replicas of {options.cpus_per_replica:g} CPU each and reading need "
-                             f"{replicas * options.cpus_per_replica + read:g} CPUs, the Ray cluster has {cpus:g}")
+        replicas = gpu_replicas(device, options.replicas, options.cpus_per_replica, cpus, gpus, read, " and reading")
         return ReplicaPlan(replicas, options.cpus_per_replica, 1.0, max(1, int(options.cpus_per_replica)), read)
     if cpus <= read:
         raise ValueError(f"the Ray cluster has {cpus:g} CPU(s): none left for a replica beside reading "
@@ -99,6 +92,22 @@ def plan_replicas(options: RayOptions, cpus: float, gpus: float, device: str) ->
     replicas = options.replicas or max(1, int((cpus - read) // options.cpus_per_replica))
     num_cpus = min(options.cpus_per_replica, (cpus - read) / replicas)
     return ReplicaPlan(replicas, round(num_cpus, 4), 0.0, threads, read)
+
+
+def gpu_replicas(device: str, replicas: int | None, cpus_per_replica: float, cpus: float, gpus: float,
+                 other_cpus: float = 0.0, others: str = "") -> int:
+    """How many replicas of one GPU each: ``replicas``, or one per GPU. ValueError where the cluster has no GPU,
+    fewer GPUs, or too few CPUs for them and ``other_cpus`` more (what ``others`` names)."""
+    if gpus < 1:
+        raise ValueError(f"--device {device}: the Ray cluster has no GPU (use --device cpu)")
+    replicas = replicas or int(gpus)
+    if replicas > gpus:
+        raise ValueError(f"{replicas} replicas of one GPU each: the Ray cluster has {gpus:g} GPU(s)")
+    needed = replicas * cpus_per_replica + other_cpus
+    if needed > cpus:
+        raise ValueError(f"{replicas} GPU replicas of {cpus_per_replica:g} CPU each{others} need {needed:g} CPUs, "
+                         f"the Ray cluster has {cpus:g}")
+    return replicas
 
 
 def window_size(options: RayOptions, batch_size: int) -> int:

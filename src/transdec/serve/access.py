@@ -85,6 +85,17 @@ class RequestLog:
             logger.info(" ".join(f"{name}={value}" for name, value in record.items() if value is not None))
 
 
+def log_to_stderr(log_format: str = "text") -> logging.Handler:
+    """Write the access log's lines to standard error, in place of the ASGI server's (uvicorn's, Ray Serve's): each
+    line as it is (``json``) or after its time (``text``). Returns the handler, for ``logger.removeHandler``."""
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(message)s" if log_format == "json" else "%(asctime)s %(message)s"))
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    return handler
+
+
 def _client_id(scope: Scope) -> str | None:
     for name, value in scope.get("headers", []):
         if name.lower() == b"x-request-id":

@@ -6,8 +6,9 @@ clients call (and a client still uploading holds none). With its audio decoded i
 (:meth:`DynamicBatcher.transcribe`). The batching loop waits for the first request, then, while others are on
 their way (admitted, their audio being read), up to ``max_wait_ms`` from its arrival for them (a lone request
 does not wait), takes up to ``max_batch``, frees their slots and has the model thread transcribe them in one call:
-one padded encoder batch, one decoder call, each request with its own boost phrases (:func:`transdec.transcribe`). While a batch runs the next one gathers, so under load batches fill
-up without waiting. A request whose client goes away is dropped from the queue if its batch has not started.
+one padded encoder batch, one decoder call, each request with its own boost phrases (:func:`transdec.transcribe`).
+While a batch runs the next one gathers, so under load batches fill up without waiting. A request whose client
+goes away is dropped from the queue if its batch has not started.
 
 The loop runs on the event loop; only the model call runs on the model thread (:class:`~transdec.serve.worker.
 ModelWorker`), so the queue needs no locks.

@@ -11,6 +11,8 @@ import socket
 from collections.abc import Iterator
 
 from transdec.protocol import SpeechModel
+from transdec.serve.access import log_to_stderr
+from transdec.serve.access import logger as access_log
 from transdec.serve.app import create_app
 from transdec.serve.options import ServeOptions
 
@@ -23,16 +25,8 @@ def run(model: SpeechModel, options: ServeOptions = ServeOptions(), host: str = 
     line per request goes to standard error (``options.log_format``), in place of uvicorn's."""
     import uvicorn
 
-    if not options.api_keys and not is_loopback(host):
-        logger.warning("transdec serve: listening on %s without API keys: anyone who reaches the port can use it "
-                       "(--api-key, --api-keys-file or TRANSDEC_API_KEYS; docs/serve.md)", host)
-    handler = logging.StreamHandler()
-    handler.setFormatter(logging.Formatter("%(message)s" if options.log_format == "json" else
-                                           "%(asctime)s %(message)s"))
-    access = logging.getLogger("transdec.serve.access")
-    access.addHandler(handler)
-    access.setLevel(logging.INFO)
-    access.propagate = False
+    warn_if_open(options, host)
+    handler = log_to_stderr(options.log_format)
 
     class Server(uvicorn.Server):
         @contextlib.contextmanager
@@ -50,7 +44,14 @@ def run(model: SpeechModel, options: ServeOptions = ServeOptions(), host: str = 
     try:
         Server(config).run()
     finally:
-        access.removeHandler(handler)
+        access_log.removeHandler(handler)
+
+
+def warn_if_open(options: ServeOptions, host: str) -> None:
+    """Say, once at start-up, that a server listening beyond loopback without API keys serves anyone."""
+    if not options.api_keys and not is_loopback(host):
+        logger.warning("transdec serve: listening on %s without API keys: anyone who reaches the port can use it "
+                       "(--api-key, --api-keys-file or TRANSDEC_API_KEYS; docs/serve.md)", host)
 
 
 def is_loopback(host: str) -> bool:
