@@ -83,10 +83,11 @@ def tokens_per_frame(model, batches) -> float:
     return tokens / sum(int(lengths.sum()) for _, lengths in batches)
 
 
-def calibrated_model(head: HeadSpec, target: float, seed: int):
-    """The parakeet-sized random decoder whose greedy token rate is closest to ``target`` per frame."""
+def calibrated_model(head: HeadSpec, target: float, seed: int, lowest_blank_rate: float = 0.3):
+    """The parakeet-sized random decoder whose greedy token rate is closest to ``target`` per frame (searched by
+    bisection over ``blank_rate`` from ``lowest_blank_rate``: lower it for token-heavy targets)."""
     probe = make_batches(utterance_lengths(8, seed + 1), 8, seed + 1)
-    low, high = 0.3, 0.999  # blank_rate bounds: more blanks, fewer tokens
+    low, high = lowest_blank_rate, 0.999  # blank_rate bounds: more blanks, fewer tokens
     for _ in range(9):
         blank_rate = (low + high) / 2
         model = build_model(head, blank_rate, seed)

@@ -14,7 +14,8 @@ nothing where NeMo is absent. It was written against ``nemo-toolkit==3.0.0``.
   gets them) and returns token ids; :func:`nemo_decode_batched` runs only the decoding loop (NeMo's
   ``decoding_computer``) and leaves the result on the device, which is what ``transdec.decode`` does.
 * :func:`nemo_beam` builds NeMo's batched beam search (``malsd_batch``) on the same weights, :func:`nemo_ngram_lm` its
-  GPU n-gram LM, and :func:`nemo_beam_best` runs the search and returns the best hypotheses' tokens.
+  GPU n-gram LM, and :func:`nemo_beam_best` runs the search and returns the best hypotheses' tokens
+  (:func:`nemo_beam_hypotheses`: with their frames and NeMo's scores).
 * :func:`time_call` times any decode call fairly on CUDA (warm-up, ``torch.cuda.synchronize``).
 
 CUDA graphs (NeMo's "label-looping with CUDA graphs"): NeMo captures the graphs at the first call and keeps
@@ -225,6 +226,25 @@ def nemo_beam_best(beam: Any, encoder_out: torch.Tensor, lengths: torch.Tensor) 
         batched, _state = beam.decoding_computer(x=encoder_out, out_len=lengths.to(encoder_out.device))
         hypotheses = batched.to_hyps_list(score_norm=False)[: encoder_out.shape[0]]
     return [[int(t) for t in h.y_sequence] for h in hypotheses]
+
+
+def nemo_beam_hypotheses(beam: Any, encoder_out: torch.Tensor, lengths: torch.Tensor) -> list[Any]:
+    """The search loop, then each utterance's best hypothesis as a transdec ``Hypothesis``: tokens, each token's
+    frame (TDT: and duration) and NeMo's score of it (its log-sum-exp of the alignments it recombined)."""
+    from transdec.decoding.hypothesis import Hypothesis
+
+    beam.decoder.eval()
+    beam.joint.eval()
+    with torch.inference_mode():
+        batched, _state = beam.decoding_computer(x=encoder_out, out_len=lengths.to(encoder_out.device))
+        hypotheses = batched.to_hyps_list(score_norm=False)[: encoder_out.shape[0]]
+    result = []
+    for h in hypotheses:
+        tokens = [int(t) for t in h.y_sequence]
+        durations = [int(d) for d in h.token_duration] if getattr(h, "token_duration", None) is not None \
+            else [0] * len(tokens)
+        result.append(Hypothesis(tokens, [int(t) for t in h.timestamp], durations, [], float(h.score)))
+    return result
 
 
 def cuda_graphs_mode(greedy: Any) -> str | None:

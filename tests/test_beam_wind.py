@@ -43,7 +43,7 @@ def test_batch_invariance_nbest_and_fusion():
                           nbest=3, window_size=4).nbest[0]
         assert len(alone) == len(batched[i]) and all(same(a, b) for a, b in zip(alone, batched[i]))
         assert [h.score for h in alone] == sorted((h.score for h in alone), reverse=True)
-    fusions = [Fusion(BigramScorer(HEADS["rnnt"].num_tokens, seed=3), 1.5)]
+    fusions = [Fusion(BigramScorer(HEADS["rnnt"].num_tokens, seed=4), 1.5)]
     fused = decode(model, frames, lengths, DecodingConfig("beam_wind", beam_size=4, fusions=fusions)).hypotheses()
     assert [h.tokens for h in fused] != [h.tokens for h in decode(model, frames, lengths, DecodingConfig(
         "beam_wind", beam_size=4)).hypotheses()]
@@ -101,9 +101,41 @@ def test_batched_decodes_an_utterance_the_same_in_any_batch(lengths, position, s
     assert_same_nbest([batched[position]], [alone])
 
 
-def test_a_window_saves_joint_calls():
+def test_a_window_saves_joint_calls_along_the_blank_chain():
+    """At beam 1 (greedy) a hypothesis' blanks through its window take no joint call of their own."""
     model = model_for("rnnt", "lstm", "blank_heavy")
     frames, lengths = encoder_batch([40, 31], seed=3)
-    frame_by_frame = beam_wind_batched(model, frames, lengths, max_symbols_per_frame=3, beam_size=4, window_size=1)
-    windowed = beam_wind_batched(model, frames, lengths, max_symbols_per_frame=3, beam_size=4, window_size=8)
-    assert windowed.stats.joint_calls < 0.8 * frame_by_frame.stats.joint_calls
+    frame_by_frame = beam_wind_batched(model, frames, lengths, max_symbols_per_frame=3, beam_size=1, window_size=1)
+    windowed = beam_wind_batched(model, frames, lengths, max_symbols_per_frame=3, beam_size=1, window_size=8)
+    assert windowed.stats.joint_calls < 0.5 * frame_by_frame.stats.joint_calls
+
+
+@pytest.mark.parametrize("window", [1, 3, 8])
+@pytest.mark.parametrize("merge", ["max", "none"])
+def test_dropping_hopeless_tokens_saves_rounds_and_changes_nothing(monkeypatch, window, merge):
+    """Tokens at a frame that score below the K best waiting at every frame of their window take no round: the
+    n-best lists are those of the search that expands them."""
+    from transdec.decoding.beam.wind_batched import WindSearch
+
+    model = model_for("rnnt", "lstm", "label_heavy")
+    frames, lengths = encoder_batch([0, 17, 9, 24, 13], seed=4, extra_padding=2)
+    options = dict(max_symbols_per_frame=3, beam_size=3, nbest=3, window_size=window, merge=merge)
+    dropping = beam_wind_batched(model, frames, lengths, **options)
+    monkeypatch.setattr(WindSearch, "_drop_hopeless", lambda self, store, t: None)
+    expanding = beam_wind_batched(model, frames, lengths, **options)
+    assert_same_nbest(dropping.nbest, expanding.nbest)
+    assert dropping.stats.joint_calls < expanding.stats.joint_calls
+
+
+@pytest.mark.parametrize("search", [beam_wind, beam_wind_batched])
+@pytest.mark.parametrize("window", [2, 5, 8])
+def test_beam_one_is_greedy_for_every_window(search, window):
+    """Each position's best label decides whether the blank chain goes on: greedy decoding's choice, frame by
+    frame."""
+    from transdec.decoding import greedy_label_looping
+
+    model = model_for("rnnt", "lstm", "label_heavy")
+    frames, lengths = encoder_batch([0, 1, 24, 13, 7], seed=1)
+    greedy = greedy_label_looping(model, frames, lengths, max_symbols_per_frame=3).hypotheses()
+    beam = search(model, frames, lengths, max_symbols_per_frame=3, beam_size=1, window_size=window).hypotheses()
+    assert all(same(a, b) for a, b in zip(beam, greedy))

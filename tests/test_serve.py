@@ -485,6 +485,23 @@ def test_a_strategy_that_does_not_stream_serves_requests_and_refuses_streams_nam
         live.stop()
 
 
+def test_an_option_that_does_not_stream_serves_requests_and_refuses_streams_saying_why(model):
+    from transdec.decoding import DecodingConfig
+
+    live = LiveServer(create_app(model, ServeOptions(decoding=DecodingConfig("beam_alsd_pp", keep_greedy=True))))
+    try:
+        with open(MAKING, "rb") as f:
+            assert live.client().audio.transcriptions.create(model="x", file=f).text
+        with websockets_sync.connect(live.url.replace("http", "ws") + "/v1/audio/stream") as ws:
+            error = json.loads(ws.recv())
+            with pytest.raises(ConnectionClosed) as closed:
+                ws.recv()
+        assert "keep_greedy is not offered when streaming" in error["message"]
+        assert closed.value.rcvd.code == 1008
+    finally:
+        live.stop()
+
+
 # --- health, metrics, the command line -------------------------------------------------------------------------------
 
 

@@ -16,7 +16,8 @@ chosen so that the product fits in int64; hypotheses are the same tokens when ha
 
 :func:`step_rows` feeds the predictor the tokens of the hypotheses that emitted one, as the batched searches need;
 :func:`merge_equal` (with :func:`same_sequences` and :func:`ranks_ahead`) merges equal hypotheses of a beam or a pool,
-and :func:`live_entries` drops a pool's empty entries before that.
+:func:`live_entries` drops a pool's empty entries before that, and :func:`undominated_first` is ALSD++'s pruning
+rule (:mod:`transdec.decoding.beam.alsd`).
 """
 
 from __future__ import annotations
@@ -269,3 +270,18 @@ def ranks_ahead(scores: torch.Tensor) -> torch.Tensor:
     index = torch.arange(scores.shape[1], device=scores.device)
     score_i, score_j = scores.unsqueeze(2), scores.unsqueeze(1)
     return (score_i > score_j) | ((score_i == score_j) & (index.view(1, -1, 1) < index.view(1, 1, -1)))
+
+
+def undominated_first(ranking: torch.Tensor, frames: torch.Tensor, count: int) -> torch.Tensor:
+    """Indices ``[B, count]`` of the entries of ``ranking [B, N]`` (-inf: none) dominated by the fewest others, the
+    best ranked among equal counts, in ranking order (ties: the earlier entry first). An entry dominates another when
+    it stands at the same or a later frame (``frames [B, N]``) and ranks strictly higher; empty entries come last."""
+    size = ranking.shape[1]
+    live = ranking > -torch.inf
+    dominates = ((frames.unsqueeze(1) >= frames.unsqueeze(2)) & (ranking.unsqueeze(1) > ranking.unsqueeze(2))
+                 & live.unsqueeze(1))  # [B, i, j]: j dominates i
+    dominated_by = dominates.sum(dim=2).masked_fill(~live, size)
+    by_rank = ranking.sort(dim=1, descending=True, stable=True).indices
+    _, by_count = dominated_by.gather(1, by_rank).sort(dim=1, stable=True)
+    chosen = by_rank.gather(1, by_count[:, :count]).sort(dim=1).values  # back in entry order, then by rank
+    return chosen.gather(1, ranking.gather(1, chosen).sort(dim=1, descending=True, stable=True).indices)

@@ -92,6 +92,8 @@ class BeamOptions(GreedyOptions):
                                "keep it with the summed probability ('logsumexp'), or keep both ('none')",
                         choices=MERGE_RULES)
     length_norm: bool = option(False, "rank finished hypotheses by score per token instead of score")
+    keep_greedy: bool = option(False, "also decode greedily and keep greedy decoding's hypothesis among the final "
+                                      "ones, so that the best never scores below greedy's (costs a greedy search)")
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -65,12 +65,12 @@ def create_app(model: SpeechModel, options: ServeOptions = ServeOptions()) -> Fa
     limits = KeyLimits(options.max_per_key)  # shared by requests and streams: one count per key
     # Boosts given as text are tokenized for the model here, as transcribe does for the batches.
     try:
-        streaming = streaming_options(options, bind_boosts(options.decoding, model.tokenizer))
-    except ValueError as error:  # the strategy does not stream: transcription only
+        recognizer = Recognizer(model, streaming_options(options, bind_boosts(options.decoding, model.tokenizer)))
+    except ValueError as error:  # the strategy, or an option of it, does not stream: transcription only
         logger.warning("the WebSocket refuses streams: %s", error)
         hub, stream_routes = None, unavailable_stream_router(str(error))
     else:
-        hub = StreamingHub(Recognizer(model, streaming), worker, metrics, options.stream_buffer_seconds)
+        hub = StreamingHub(recognizer, worker, metrics, options.stream_buffer_seconds)
         stream_routes = stream_router(hub, limits, options.stream_idle_timeout)
     state = ServerState(model, options, metrics, worker, batcher, hub)
 

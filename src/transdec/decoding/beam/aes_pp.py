@@ -40,7 +40,9 @@ from typing import Any
 
 import torch
 
+from transdec.decoding.beam.alsd_pp import greedy_decoding
 from transdec.decoding.beam.batched_search import BatchedBeamSearch, decode_batch
+from transdec.decoding.beam.greedy_guard import kept_greedy
 from transdec.decoding.beam_hyps import (BatchedBeamHyps, extended_hashes, live_entries, merge_equal,
                                          pairwise_equal, same_sequences, step_rows)
 from transdec.decoding.cuda import joint_kernel
@@ -71,7 +73,8 @@ def beam_aes_pp(model: DecodingModel, encoder_out: torch.Tensor, lengths: torch.
     from a host loop, ``"off"`` runs eagerly, ``"auto"`` takes the fastest that works here (a mode that cannot be
     used warns once). Graphs take only ``fusions`` whose scorers are ``graph_safe``: with any other ``"auto"``
     means ``"off"`` and a graph mode is a ValueError."""
-    return decode_batch("beam_aes_pp", AesSearch, model, encoder_out, lengths, options, fusions)
+    return kept_greedy(decode_batch("beam_aes_pp", AesSearch, model, encoder_out, lengths, options, fusions),
+                       options, lambda: greedy_decoding(model, encoder_out, lengths, options, fusions))
 
 
 class _Emissions:

@@ -1,10 +1,11 @@
 """ALSD++: alignment-length synchronous beam search batched over utterances and beams (beam-search paper, Sec. 2).
 
 The search is the one :mod:`transdec.decoding.beam.alsd` spells out per utterance, with identical results:
-every hypothesis takes one emission per step; the ``beam_size`` best candidates of each utterance are kept;
-hypotheses with the same tokens in the same state are merged; finished hypotheses stay in the beam with
-their scores. Here every step is a few tensor operations on all ``B x K`` hypotheses at once: one joint call,
-one top-k per utterance, one predictor call for the hypotheses that emitted a token (state gathered from
+every hypothesis takes one emission per step; each utterance keeps ``beam_size`` candidates, those dominated by
+the fewest others (further on and better ranked) first; hypotheses with the same tokens in the same state are
+merged; finished hypotheses stay in the beam with their scores. Here every step is a few tensor operations on all
+``B x K`` hypotheses at once: one joint call, one ranking of the ``K (K + 1)`` candidates per utterance
+(:func:`~transdec.decoding.beam_hyps.undominated_first`), one predictor call for the hypotheses that emitted a token (state gathered from
 the hypothesis each one extends, with the protocol's ``gather_state`` / ``select_state``), and merging by
 comparing token-sequence hashes (:class:`~transdec.decoding.beam_hyps.BatchedBeamHyps`), ``K x K`` integer
 comparisons per utterance. The tokens are kept in a tree of parent pointers, never copied.
@@ -12,8 +13,8 @@ comparisons per utterance. The tokens are kept in a tree of parent pointers, nev
 Each hypothesis keeps its own frame, so RNN-T blanks move it by one frame, multi-blank big blanks by their
 durations and TDT emissions by their durations, exactly as greedy decoding does; ``beam_size=1`` gives the
 greedy label-looping result (tokens, timestamps, durations and score) for every head. Candidates per
-hypothesis are its ``K`` best labels (times its ``K`` best durations for TDT): no other can be among the
-utterance's ``K`` best.
+hypothesis are its ``K`` best emissions (for TDT the ``K`` best pairs of its ``K`` best labels and ``K`` best
+durations).
 
 On CUDA the search runs as CUDA graphs (:mod:`transdec.decoding.beam.alsd_pp_graphs`, ``cuda_graphs``): with
 ``in_place=True`` :class:`AlsdSearch` writes every update into tensors made once, counts on the device and
@@ -36,7 +37,9 @@ from typing import Any
 import torch
 
 from transdec.decoding.beam.batched_search import BatchedBeamSearch, decode_batch
-from transdec.decoding.beam_hyps import BatchedBeamHyps, merge_equal, pairwise_equal, step_rows
+from transdec.decoding.beam.greedy_guard import kept_greedy
+from transdec.decoding.beam_hyps import (BatchedBeamHyps, merge_equal, pairwise_equal, step_rows,
+                                         undominated_first)
 from transdec.decoding.emissions import lookup_tables, tdt_advance
 from transdec.decoding.cuda import joint_kernel
 from transdec.decoding.cuda.in_place import set_state
@@ -64,7 +67,19 @@ def beam_alsd_pp(model: DecodingModel, encoder_out: torch.Tensor, lengths: torch
     host loop, ``"off"`` runs the steps eagerly, ``"auto"`` takes the fastest that works here (a mode that cannot
     be used warns once). Graphs need a ``max_symbols_per_frame``; they take ``fusions`` whose scorers are
     ``graph_safe`` (the n-gram LM): with any other ``"auto"`` means ``"off"`` and a graph mode is a ValueError."""
-    return decode_batch("beam_alsd_pp", AlsdSearch, model, encoder_out, lengths, options, fusions)
+    return kept_greedy(decode_batch("beam_alsd_pp", AlsdSearch, model, encoder_out, lengths, options, fusions),
+                       options, lambda: greedy_decoding(model, encoder_out, lengths, options, fusions))
+
+
+def greedy_decoding(model: DecodingModel, encoder_out: torch.Tensor, lengths: torch.Tensor, options: Any,
+                    fusions: Sequence[Fusion] = ()) -> DecodingResult:
+    """Greedy decoding of ``encoder_out [B, T, D]`` with the same ``fusions`` as a beam search's result, its scores
+    ranked with the beam's: ALSD++ at beam 1 (greedy decoding exactly, for every head), with the
+    ``max_symbols_per_frame``, ``cuda_graphs`` and ``cpu_threads`` of any strategy's ``options``. What
+    ``keep_greedy`` adds to a beam search's n-best."""
+    greedy = AlsdPlusOptions(beam_size=1, max_symbols_per_frame=options.max_symbols_per_frame,
+                             cuda_graphs=getattr(options, "cuda_graphs", "auto"), cpu_threads=options.cpu_threads)
+    return decode_batch("beam_alsd_pp", AlsdSearch, model, encoder_out, lengths, greedy, fusions)
 
 
 @dataclasses.dataclass(slots=True)
@@ -123,8 +138,8 @@ class AlsdSteps:
     def expand(self, active: torch.Tensor, logits: torch.Tensor, waiting: torch.Tensor | None = None) -> None:
         """One search step without the merging: every active hypothesis (``active [B, K]``) scored by the joint at
         its frame (``logits [B*K, C]``, from :meth:`joint_at`) and extended by its best emissions; the other
-        live ones are candidates as they are; each utterance keeps its ``beam_size`` best candidates, in score
-        order. Rows ``waiting [B]`` (None: none) take no step: every hypothesis stays in its slot, unchanged (the
+        live ones are candidates as they are; each utterance keeps ``beam_size`` candidates by dominance (see
+        :mod:`transdec.decoding.beam.alsd`), in score order. Rows ``waiting [B]`` (None: none) take no step: every hypothesis stays in its slot, unchanged (the
         step writes a node without a token for each)."""
         state, head = self.state, self.head
         hyps = state.hyps
@@ -146,13 +161,20 @@ class AlsdSteps:
         if early:  # rank by the Transducer's log-probs, score by the fused ones
             ranking = torch.cat([torch.where(flat_active, scores + emission["am_logprob"], -torch.inf),
                                  torch.where(flat_active, -torch.inf, scores)], dim=1)
-            _, top = ranking.view(batch_size, beam * width).topk(beam, dim=1)
-            # Slots in score order, as merging expects: the best of equal hypotheses is the best scored.
-            top_scores, order = candidates.view(batch_size, beam * width).gather(1, top).sort(
-                dim=1, descending=True, stable=True)
-            top = top.gather(1, order)
         else:
-            top_scores, top = candidates.view(batch_size, beam * width).topk(beam, dim=1)  # [B, K]
+            ranking = candidates
+        # The frame each candidate stands at after its emission (a finished hypothesis: its own).
+        if head.kind == "tdt":
+            advance = tdt_advance(emission["label"], emission["duration"], head.blank_id)
+        else:
+            advance = self.advance_by_label[emission["label"]]
+        time = hyps.time.view(-1, 1)
+        frames = torch.cat([time + advance, time], dim=1)  # [B*K, E + 1]
+        top = undominated_first(ranking.view(batch_size, beam * width), frames.view(batch_size, beam * width), beam)
+        # Slots in score order, as merging expects: the best of equal hypotheses is the best scored.
+        top_scores, order = candidates.view(batch_size, beam * width).gather(1, top).sort(
+            dim=1, descending=True, stable=True)
+        top = top.gather(1, order)  # [B, K]
         parents, which = top // width, top % width
         if waiting is not None:
             keep = waiting.unsqueeze(1)  # [B, 1]
@@ -225,13 +247,16 @@ class AlsdSteps:
         def outer(per_label: torch.Tensor, per_duration: torch.Tensor) -> torch.Tensor:
             return (per_label.unsqueeze(2) + per_duration.unsqueeze(1)).view(n, k1 * k2)
 
-        return {
+        pairs = {
             "label": labels.unsqueeze(2).expand(n, k1, k2).reshape(n, k1 * k2),
             "duration": self.duration_values[duration_index].unsqueeze(1).expand(n, k1, k2).reshape(n, k1 * k2),
             "score": outer(label_scores, duration_logprobs),
             "am_logprob": outer(label_logprobs, duration_logprobs),
             "label_logprob": label_logprobs.unsqueeze(2).expand(n, k1, k2).reshape(n, k1 * k2),
         }
+        # The best label-duration pairs are among these; the K best of them are the hypothesis' candidates.
+        _, best = pairs["am_logprob" if self.options.pruning == "early" else "score"].topk(min(beam, k1 * k2), dim=1)
+        return {name: value.gather(1, best) for name, value in pairs.items()}
 
     def _feed(self, parents: torch.Tensor, labels: torch.Tensor, tokens: torch.Tensor) -> None:
         """Take each hypothesis' predictor and fusion state from its parent ``[B*K]`` and advance the rows that

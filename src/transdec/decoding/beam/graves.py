@@ -85,8 +85,10 @@ from dataclasses import dataclass
 
 import torch
 
+from transdec.decoding.beam.alsd_pp import greedy_decoding
 from transdec.decoding.beam.frame_search import (Buckets, FrameSearch, LeavingTokens, PathSum, ScoredRow, Tokens,
                                             check_summing_merge, combine, summing_merge_option)
+from transdec.decoding.beam.greedy_guard import kept_greedy
 from transdec.decoding.beam.utterance import search_frames_of_each
 from transdec.decoding.options import PruningOptions
 from transdec.decoding.registry import takes_options
@@ -227,8 +229,9 @@ def beam_graves(model: DecodingModel, encoder_out: torch.Tensor, lengths: torch.
                 fusions: Sequence[Fusion] = ()) -> DecodingResult:
     """Beam search over ``encoder_out [B, T, D]`` with valid ``lengths [B]``, one utterance after another: the n-best
     per utterance (``result.nbest``), best first, and the best in ``result.hyps``."""
-    return search_frames_of_each(model, encoder_out, lengths, options, fusions, _search,
-                                 early=options.pruning == "early")
+    return kept_greedy(search_frames_of_each(model, encoder_out, lengths, options, fusions, _search,
+                                             early=options.pruning == "early"),
+                       options, lambda: greedy_decoding(model, encoder_out, lengths, options, fusions))
 
 
 def _search(search: FrameSearch, options: GravesOptions) -> list[Hypothesis]:

@@ -55,8 +55,10 @@ from dataclasses import dataclass
 
 import torch
 
+from transdec.decoding.beam.alsd_pp import greedy_decoding
 from transdec.decoding.beam.frame_search import (Buckets, FrameSearch, Move, ScoredRow, Tokens, check_summing_merge,
                                             stacked, summing_merge_option)
+from transdec.decoding.beam.greedy_guard import kept_greedy
 from transdec.decoding.beam.utterance import search_frames_of_each
 from transdec.decoding.options import ExpansionOptions, PruningOptions
 from transdec.decoding.registry import takes_options
@@ -84,7 +86,8 @@ def beam_maes(model: DecodingModel, encoder_out: torch.Tensor, lengths: torch.Te
               fusions: Sequence[Fusion] = ()) -> DecodingResult:
     """mAES over ``encoder_out [B, T, D]`` with valid ``lengths [B]``, one utterance after another; ``result.nbest``
     has each utterance's n-best, best first, ``result.hyps`` the best."""
-    return search_frames_of_each(model, encoder_out, lengths, options, fusions, _search)
+    return kept_greedy(search_frames_of_each(model, encoder_out, lengths, options, fusions, _search),
+                       options, lambda: greedy_decoding(model, encoder_out, lengths, options, fusions))
 
 
 def _search(search: FrameSearch, options: MaesOptions) -> list[Hypothesis]:

@@ -61,7 +61,7 @@ class BeamStreams:
     (partial until it is finished and decoded, see :meth:`done`; then that of
     :func:`~transdec.decoding.beam.alsd_pp.beam_alsd_pp` on its frames), ``close(slot)`` frees the slot. Frames and
     timestamps count from the stream's start. ``options`` are ALSD++'s; ``cuda_graphs`` and ``cpu_threads`` are
-    not used here (the steps run eagerly).
+    not used here (the steps run eagerly), and ``keep_greedy`` is refused.
     """
 
     def __init__(self, model: DecodingModel, max_streams: int, options: AlsdPlusOptions | None = None,
@@ -71,6 +71,9 @@ class BeamStreams:
             raise ValueError(f"max_streams must be at least 1, got {max_streams}")
         self.predictor, self.joint = model.predictor, model.joint
         self.options = options or AlsdPlusOptions()
+        if self.options.keep_greedy:
+            # A stream's greedy hypothesis would need a search of its own beside the beam: decode whole utterances.
+            raise ValueError("keep_greedy is not offered when streaming (beam_alsd_pp on whole utterances has it)")
         self.device, self.dtype = torch.device(device), dtype
         self.scoring = Scoring(model.head, fusions)
         self.steps = AlsdSteps(model, self.options, self.scoring, max_streams, self.device)

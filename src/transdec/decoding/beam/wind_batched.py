@@ -2,18 +2,22 @@
 
 The search of :mod:`transdec.decoding.beam.wind`, with the same results under ``merge="max"``: each utterance
 takes the hypotheses waiting at its earliest frame ``t``, keeps the ``K = beam_size`` best, feeds each its last
-token, and expands it with one joint call over the window ``t .. t+n-1`` (``n = min(window_size, T - t)``) into
-its ``K`` best of "blanks up to window position ``k``, then token ``v`` at ``t+k``" and "blanks over the whole
-window". Here every utterance does that in the same round: one predictor call for the last tokens of all
-``B x K`` hypotheses taken, one joint call over their ``B x K x n`` window frames.
+token, and expands it with one joint call over the window ``t .. t+n-1`` (``n = min(window_size, T - t)``) along
+its chain of blanks: the tokens among the ``K`` best labels of each window position the chain reaches, and the
+blank over the whole window if the chain passes it. Here every utterance does that in the same round: one
+predictor call for the last tokens of all ``B x K`` hypotheses taken, one joint call over their ``B x K x n``
+window frames.
 
 Waiting hypotheses live in a fixed store of ``P = K * (window_size + 2)`` slots per utterance
 (:class:`~transdec.decoding.beam_hyps.BatchedBeamHyps`, tokens in its tree). New hypotheses are merged into it
 on arrival (the same tokens at the same frame with the same number of tokens emitted there, or both finished),
 and each frame keeps only its ``K`` best: the ``K`` a frame will give when its turn comes are among them, so
 with ``"max"`` this is exact, and every waiting hypothesis lies within one window of the earliest frame, which
-bounds the store. With ``"logsumexp"`` a hypothesis dropped early does not add its share to a later equal one,
-as it would in the per-utterance search.
+bounds the store. The same holds of a round's expansions: only the ``K`` best landing at each window position
+(equal ones merged first) can enter the store, so a round adds ``(n + 1) K`` of them. Tokens a round leaves at
+``t`` that score below the ``K`` best waiting at every frame of their window are dropped (they could enter no
+frame), which saves most rounds of a frame's token loops. With ``"logsumexp"`` a hypothesis dropped early does
+not add its share to a later equal one, as it would in the per-utterance search.
 """
 
 from __future__ import annotations
@@ -24,7 +28,9 @@ from typing import Any
 
 import torch
 
+from transdec.decoding.beam.alsd_pp import greedy_decoding
 from transdec.decoding.beam.batched_search import BatchedBeamSearch, decode_batch
+from transdec.decoding.beam.greedy_guard import kept_greedy
 from transdec.decoding.beam_hyps import (BatchedBeamHyps, extended_hashes, live_entries, merge_equal,
                                          pairwise_equal, ranks_ahead, same_sequences, step_rows)
 from transdec.decoding.beam.wind import WindBeamOptions
@@ -34,7 +40,7 @@ from transdec.decoding.inputs import check_rnnt_head
 from transdec.decoding.options import GraphOptions
 from transdec.decoding.registry import takes_options
 from transdec.decoding.results import DecodingResult, DecodingStats
-from transdec.decoding.scoring import Fusion, Scoring, ScorerState
+from transdec.decoding.scoring import Fusion, LabelScores, Scoring, ScorerState
 from transdec.protocol import DecodingModel, PredictorState
 
 
@@ -56,7 +62,8 @@ def beam_wind_batched(model: DecodingModel, encoder_out: torch.Tensor, lengths: 
     cannot be used warns once). Graphs need a ``max_symbols_per_frame`` and take only graph-safe ``fusions``: with
     any other ``"auto"`` means ``"off"`` and a graph mode is a ValueError."""
     check_rnnt_head(model.head, "beam_wind_batched")
-    return decode_batch("beam_wind_batched", WindSearch, model, encoder_out, lengths, options, fusions)
+    return kept_greedy(decode_batch("beam_wind_batched", WindSearch, model, encoder_out, lengths, options, fusions),
+                       options, lambda: greedy_decoding(model, encoder_out, lengths, options, fusions))
 
 
 # The fields of a store entry or a new hypothesis within a round, each [B, N]: what BatchedBeamHyps keeps per slot,
@@ -154,6 +161,7 @@ class WindSearch(BatchedBeamSearch):
             store = {name: value.gather(1, kept) for name, value in store.items()}
         self._merge(store)
         self._keep_best_per_frame(store)
+        self._drop_hopeless(store, t)
         _, index = store["scores"].topk(size, dim=1)
         chosen = {name: value.gather(1, index) for name, value in store.items()}
         self._write(chosen, fed)
@@ -168,12 +176,23 @@ class WindSearch(BatchedBeamSearch):
 
     def _expand(self, t: torch.Tensor, taken: torch.Tensor,
                 valid: torch.Tensor) -> tuple[dict[str, torch.Tensor], tuple[PredictorState, torch.Tensor, tuple]]:
-        """The ``K`` best window expansions ``[B, K * K]`` of the hypotheses in slots ``taken [B, K]`` (``valid``
-        where there is one), after feeding them their pending tokens, and the fed states (bank 1: predictor state
-        and projection ``[B*K, J]``, scorer states)."""
-        state, head, beam, window = self.state, self.head, self.beam, self.window
-        hyps = state.hyps
-        batch_size, size = hyps.scores.shape
+        """The expansions ``[B, (n + 1) * K]`` that the hypotheses in slots ``taken [B, K]`` (``valid`` where there
+        is one) keep over their window, after feeding them their pending tokens, at most ``K`` landing at each
+        window position and ``K`` whole-window blanks; and the fed states (bank 1: predictor state and projection
+        ``[B*K, J]``, scorer states)."""
+        state, head = self.state, self.head
+        predictor_state, projection, scorer_state = self._fed_states(taken, valid)
+        scored, inside = self._window_scores(t, projection, scorer_state, valid)
+        tokens, whole_window = self._chain_expansions(t, taken, valid, scored, inside)
+        per_position = self._best_per_position(tokens)
+        return ({name: torch.cat([per_position[name], whole_window[name]], dim=1) for name in _FIELDS},
+                (predictor_state, projection, scorer_state))
+
+    def _fed_states(self, taken: torch.Tensor, valid: torch.Tensor) -> tuple[PredictorState, torch.Tensor, tuple]:
+        """The predictor state, projection ``[B*K, J]`` and scorer states of the hypotheses in slots ``taken [B, K]``
+        after feeding them their pending tokens (where ``valid``)."""
+        state, head = self.state, self.head
+        size = state.hyps.scores.shape[1]
         flat = (self.rows * size + taken).view(-1)  # [B*K]
         predictor_state = self.predictor.gather_state(state.predictor_state, flat)
         projection = state.predictor_proj[flat]
@@ -196,7 +215,13 @@ class WindSearch(BatchedBeamSearch):
             predictor_state = self.predictor.select_state(feed, fed_state, predictor_state)
             projection = torch.where(feed.unsqueeze(1), fed_projection, projection)
             scorer_state = self.scoring.advance(scorer_state, pending, feed)
+        return predictor_state, projection, scorer_state
 
+    def _window_scores(self, t: torch.Tensor, projection: torch.Tensor, scorer_state: tuple,
+                       valid: torch.Tensor) -> tuple[LabelScores, torch.Tensor]:
+        """The scores of every label at every window position of each taken hypothesis (``[B*K, n, L]``, one joint
+        call for all), and which positions lie inside the utterance (``[B*K, n]``)."""
+        state, beam, window = self.state, self.beam, self.window
         positions = t + torch.arange(window, device=t.device)  # [B, n]
         inside = (positions < self.lengths).repeat_interleave(beam, dim=0)  # [B*K, n]
         if self.joint_layer is None:
@@ -211,63 +236,104 @@ class WindSearch(BatchedBeamSearch):
             state.calls[1].add_(valid.any())
         else:
             state.stats.joint_calls += 1
-        count = inside.shape[0]
+        return scored, inside
 
-        def blank_runs(values: torch.Tensor) -> torch.Tensor:
+    def _chain_expansions(self, t: torch.Tensor, taken: torch.Tensor, valid: torch.Tensor, scored: LabelScores,
+                          inside: torch.Tensor) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+        """Each taken hypothesis' expansions along its chain of blanks (see :mod:`transdec.decoding.beam.wind`): the
+        tokens among the ``K`` best labels of each window position it reaches, ``[B, n, K * K]`` (a position's
+        candidates from every taken hypothesis; -inf where none), and its whole-window blank, ``[B, K]``."""
+        head, beam, window = self.head, self.beam, self.window
+        batch_size, count = taken.shape[0], inside.shape[0]
+        blank = head.blank_id
+        # A hypothesis with max_symbols_per_frame tokens at t has no token at window position 0 (the forced blank).
+        allowed = inside.unsqueeze(2).expand(-1, -1, head.num_labels)  # [B*K, n, L]
+        if self.options.max_symbols_per_frame is not None:
+            hyps = self.state.hyps
+            forced = hyps.tokens_at_frame.gather(1, taken).view(-1, 1, 1) >= self.options.max_symbols_per_frame
+            is_token_at_start = ((torch.arange(window, device=t.device) == 0).view(1, -1, 1)
+                                 & (torch.arange(head.num_labels, device=t.device) < head.num_tokens).view(1, 1, -1))
+            allowed = allowed & ~(forced & is_token_at_start)
+        scores = scored.scores.masked_fill(~allowed, -torch.inf)
+        best, labels = scores.topk(min(beam, head.num_labels), dim=2)  # [B*K, n, k]
+        ranked = best > -torch.inf
+        # The chain goes on past a position where the blank is among its K best (and past the utterance's end).
+        goes_on = ((labels == blank) & ranked).any(dim=2) | ~inside  # [B*K, n]
+        reached = torch.cat([torch.ones_like(goes_on[:, :1]), goes_on[:, :-1].long().cumprod(dim=1).bool()], dim=1)
+        is_token = reached.unsqueeze(2) & ranked & (labels != blank)
+
+        def runs(values: torch.Tensor) -> torch.Tensor:
             """``[B*K, n + 1]``: the blanks' total before each window position, the last over the whole window."""
-            blanks = values[:, :, head.blank_id].masked_fill(~inside, 0.0)
+            blanks = values[:, :, blank].masked_fill(~inside, 0.0)
             return torch.cat([blanks.new_zeros(count, 1), blanks.cumsum(dim=1)], dim=1)
 
-        # A hypothesis with max_symbols_per_frame tokens at t has no token at window position 0 (the forced blank).
-        allowed = inside
-        if self.options.max_symbols_per_frame is not None:
-            forced = hyps.tokens_at_frame.gather(1, taken).view(-1, 1) >= self.options.max_symbols_per_frame
-            allowed = inside & ~(forced & (torch.arange(window, device=t.device) == 0))
+        score_runs, am_runs = runs(scored.scores), runs(scored.label_logprobs)
+        label_logprobs = scored.label_logprobs.gather(2, labels)  # [B*K, n, k]
+        width = labels.shape[2]
 
-        def with_runs(values: torch.Tensor, runs: torch.Tensor) -> torch.Tensor:
-            """``[B*K, n * V + 1]``: blanks then each token at each position, then blanks over the whole window."""
-            tokens = (runs[:, :window].unsqueeze(2) + values[:, :, : head.num_tokens]).masked_fill(
-                ~allowed.unsqueeze(2), -torch.inf)
-            return torch.cat([tokens.flatten(1), runs.gather(1, inside.sum(dim=1, keepdim=True))], dim=1)
+        def taken_field(name: str) -> torch.Tensor:  # [B*K, 1, 1]
+            return getattr(self.state.hyps, name).gather(1, taken).view(-1, 1, 1)
 
-        scores = with_runs(scored.scores, blank_runs(scored.scores))
-        am_logprobs = with_runs(scored.label_logprobs, blank_runs(scored.label_logprobs))
-        top_scores, top = scores.topk(min(beam, scores.shape[1]), dim=1)  # [B*K, C]
-        width = top.shape[1]
-        whole_window = top == window * head.num_tokens
-        offset = torch.where(whole_window, 0, top // head.num_tokens)
-        token = torch.where(whole_window, -1, top % head.num_tokens)
-        logprob = scored.label_logprobs[:, :, : head.num_tokens].flatten(1).gather(1, top.clamp(
-            max=window * head.num_tokens - 1))
-
-        def per_taken(x: torch.Tensor) -> torch.Tensor:  # [B, K] -> [B*K, 1]
-            return x.reshape(-1, 1)
-
-        parent = hyps.time.gather(1, taken)  # the frame t of each taken hypothesis, [B, K]
-        taken_fields = {name: per_taken(getattr(hyps, name).gather(1, taken))
-                        for name in ("scores", "am_scores", "tokens_at_frame", "hashes", "lengths", "last_tokens")}
-        emitted = token >= 0
-        tokens_at_frame = torch.where(emitted, torch.where(offset == 0, taken_fields["tokens_at_frame"], 0) + 1, 0)
-        time = per_taken(parent) + torch.where(whole_window, inside.sum(dim=1, keepdim=True), offset)
-        new = {
-            "scores": torch.where(per_taken(valid) & (top_scores > -torch.inf), taken_fields["scores"] + top_scores,
-                                  -torch.inf),
-            "am_scores": taken_fields["am_scores"] + am_logprobs.gather(1, top),
-            "time": time,
-            "tokens_at_frame": tokens_at_frame,
-            "hashes": torch.where(emitted, extended_hashes(taken_fields["hashes"], token), taken_fields["hashes"]),
-            "lengths": taken_fields["lengths"] + emitted,
-            "last_tokens": torch.where(emitted, token, taken_fields["last_tokens"]),
-            "parents": per_taken(taken).expand(-1, width),
+        offset = torch.arange(window, device=t.device).view(1, -1, 1)  # [1, n, 1]
+        frame = t.repeat_interleave(beam, dim=0).view(-1, 1, 1) + offset  # [B*K, n, 1]
+        token = torch.where(is_token, labels, 0)
+        tokens = {
+            "scores": torch.where(is_token & valid.view(-1, 1, 1), taken_field("scores") + score_runs[:, :window, None]
+                                  + best, -torch.inf),
+            "am_scores": taken_field("am_scores") + am_runs[:, :window, None] + label_logprobs,
+            "time": frame.expand(-1, -1, width),
+            "tokens_at_frame": torch.where(offset == 0, taken_field("tokens_at_frame"), 0).expand(-1, -1, width) + 1,
+            "hashes": extended_hashes(taken_field("hashes"), token),
+            "lengths": (taken_field("lengths") + 1).expand(-1, window, width),
+            "last_tokens": token,
+            "parents": taken.view(-1, 1, 1).expand(-1, window, width),
             "tokens": token,
-            "timestamps": per_taken(parent) + offset,
-            "logprobs": logprob,
+            "timestamps": frame.expand(-1, -1, width),
+            "logprobs": label_logprobs,
             "pending": token,
             "bank": torch.ones_like(token),
-            "rows": torch.arange(count, device=top.device).unsqueeze(1).expand(-1, width),
+            "rows": torch.arange(count, device=t.device).view(-1, 1, 1).expand(-1, window, width),
         }
-        return ({name: value.reshape(batch_size, beam * width) for name, value in new.items()},
-                (predictor_state, projection, scorer_state))
+        # Candidates by landing position: [B*K, n, k] -> [B, n, K * k].
+        tokens = {name: value.reshape(batch_size, beam, window, width).transpose(1, 2).reshape(
+            batch_size, window, beam * width) for name, value in tokens.items()}
+        through = goes_on.all(dim=1) & valid.view(-1)  # [B*K]: the chain passes the whole window
+        length = inside.sum(dim=1)  # [B*K]: window positions inside the utterance
+
+        def per_taken(name: str) -> torch.Tensor:  # [B, K]
+            return getattr(self.state.hyps, name).gather(1, taken)
+
+        whole_window = {
+            "scores": torch.where(through, per_taken("scores").view(-1) + score_runs.gather(1, length.unsqueeze(1))[:, 0],
+                                  -torch.inf).view(batch_size, beam),
+            "am_scores": per_taken("am_scores") + am_runs.gather(1, length.unsqueeze(1)).view(batch_size, beam),
+            "time": per_taken("time") + length.view(batch_size, beam),
+            "tokens_at_frame": torch.zeros_like(taken),
+            "hashes": per_taken("hashes"),
+            "lengths": per_taken("lengths"),
+            "last_tokens": per_taken("last_tokens"),
+            "parents": taken,
+            "tokens": torch.full_like(taken, -1),
+            "timestamps": per_taken("time"),
+            "logprobs": torch.zeros_like(per_taken("scores")),
+            "pending": torch.full_like(taken, -1),
+            "bank": torch.ones_like(taken),
+            "rows": torch.arange(count, device=t.device).view(batch_size, beam),
+        }
+        return tokens, whole_window
+
+    def _best_per_position(self, tokens: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """The ``K`` best candidates landing at each window position, ``[B, n, C] -> [B, n * K]``, equal ones
+        merged first: only those can be among the ``K`` a frame keeps (with ``"max"``, exactly)."""
+        batch_size, window, width = tokens["scores"].shape
+        flat = {name: value.reshape(batch_size * window, width) for name, value in tokens.items()}
+        if self.options.merge != "none":
+            alive = flat["scores"] > -torch.inf
+            same = (same_sequences(flat["hashes"], flat["lengths"], flat["last_tokens"])
+                    & pairwise_equal(flat["tokens_at_frame"]) & alive.unsqueeze(2) & alive.unsqueeze(1))
+            flat["scores"], flat["am_scores"] = merge_equal(same, flat["scores"], flat["am_scores"], self.options.merge)
+        _, index = flat["scores"].topk(min(self.beam, width), dim=1)
+        return {name: value.gather(1, index).view(batch_size, -1) for name, value in flat.items()}
 
     def _merge(self, store: dict[str, torch.Tensor]) -> None:
         """Merge equal entries (same tokens at the same frame with the same tokens there, or both finished)."""
@@ -290,6 +356,25 @@ class WindSearch(BatchedBeamSearch):
         same = (place.unsqueeze(2) == place.unsqueeze(1)) & alive.unsqueeze(2) & alive.unsqueeze(1)
         rank = (same & ranks_ahead(scores)).sum(dim=1)  # entries of the same frame ahead of each one
         store["scores"] = scores.masked_fill(rank >= self.beam, -torch.inf)
+
+    def _drop_hopeless(self, store: dict[str, torch.Tensor], t: torch.Tensor) -> None:
+        """Drop the entries at frame ``t [B, 1]`` (the tokens this round's hypotheses emitted at ``t``) that score
+        below the ``K`` best already waiting at every frame their window reaches (``t+1 .. t+n``, the finished for a
+        window that ends the utterance). Everything such an entry leads to lands at one of those frames scoring no
+        more than it does, where ``K`` better hypotheses (which can only be displaced by better ones) leave it no
+        place, or back at ``t``, to be dropped by the same test: with ``"max"`` (and ``"none"``) the result is the
+        search's without the test, with ``"logsumexp"`` such an entry no longer adds its share to an equal later
+        one. It saves the rounds of a frame's token loops that cannot win, most of a search's rounds."""
+        scores, time = store["scores"], store["time"]
+        finished = time >= self.lengths  # [B, N]
+        landing = t + torch.arange(1, self.window + 1, device=t.device)  # [B, n]
+        ends = landing >= self.lengths
+        at = torch.where(ends.unsqueeze(2), finished.unsqueeze(1),
+                         (time.unsqueeze(1) == landing.unsqueeze(2)) & ~finished.unsqueeze(1))  # [B, n, N]
+        kth = torch.where(at, scores.unsqueeze(1), -torch.inf).topk(self.beam, dim=2).values[:, :, -1]  # [B, n]
+        reached = landing <= self.lengths  # the window of an entry at t: up to t + n, n = min(window, T - t)
+        bound = torch.where(reached, kth, torch.inf).min(dim=1, keepdim=True).values  # [B, 1]
+        store["scores"] = scores.masked_fill((time == t) & ~finished & (scores < bound), -torch.inf)
 
     def _write(self, chosen: dict[str, torch.Tensor], fed: tuple[PredictorState, torch.Tensor, tuple]) -> None:
         """Make ``chosen [B, P]`` the store: tree nodes, per-slot fields and predictor states (bank 0: the store's,
