@@ -518,6 +518,9 @@ class NemoConformerEncoder(nn.Module):
                          if config.feat_out > 0 and config.feat_out != config.d_model else None)
         #: Local attention: queries per block (memory per layer ~ B x H x block x (block + 2 x window)).
         self.local_attention_block = 256
+        #: The dtype the output is handed on in, where it differs from the weights' (None: theirs): a bfloat16
+        #: encoder feeding a float32 decoder (:mod:`transdec.model.quantization`).
+        self.output_dtype: torch.dtype | None = None
 
     @property
     def output_dim(self) -> int:
@@ -569,4 +572,4 @@ class NemoConformerEncoder(nn.Module):
             x = layer(x, pattern, ~valid)
         if self.out_proj is not None:
             x = self.out_proj(x)
-        return x, lengths
+        return (x if self.output_dtype is None else x.to(self.output_dtype)), lengths

@@ -35,8 +35,11 @@ def transposed(module: nn.Module, name: str) -> Tensor:
     return cached[1]
 
 
-def linear(x: Tensor, module: nn.Linear) -> Tensor:
-    """``module(x)`` for ``x [..., in]``, with the weight from :func:`transposed`."""
+def linear(x: Tensor, module: nn.Module) -> Tensor:
+    """``module(x)`` for ``x [..., in]``, with the weight from :func:`transposed` for an ``nn.Linear`` (another
+    layer, e.g. an int8 one of :mod:`transdec.model.quantization`, is called as it is)."""
+    if not isinstance(module, nn.Linear):
+        return module(x)
     weight, bias = module._parameters["weight"], module._parameters["bias"]
     weight_t = transposed(module, "weight")
     if weight_t.data_ptr() == weight.data_ptr():  # no copy here: nn.Linear's own path
