@@ -6,12 +6,20 @@ the whole pipeline"). Two ways to make them cheaper, both approximations of the 
 measured rather than assumed (docs/models.md, "int8 and bfloat16"):
 
 * ``quantize="int8"`` (:func:`quantize_int8`): every ``nn.Linear`` of the encoder, every pointwise (kernel 1)
-  ``nn.Conv1d`` of its convolution modules and the joint's matrix products become :class:`Int8Linear`: weights
-  stored as int8 with one scale per output channel, the input quantized to 8 bits per call with one scale per
-  call (dynamic quantization, what ONNX Runtime's ``quantize_dynamic`` and so sherpa-onnx's int8 models do), and
-  an int8 x int8 -> int32 product (FBGEMM, with AVX-512 VNNI where the CPU has it). The float32 weights are
-  dropped, so those layers take a quarter of their memory. Everything else (features, subsampling convolutions,
-  norms, attention scores, the predictor) stays float32.
+  ``nn.Conv1d`` of its convolution modules and the joint's projection of the encoder output become
+  :class:`Int8Linear`: weights stored as int8 with one scale per output channel, the input quantized to 8 bits per
+  call with one scale per call (dynamic quantization, what ONNX Runtime's ``quantize_dynamic`` and so sherpa-onnx's
+  int8 models do), and an int8 x int8 -> int32 product (FBGEMM, with AVX-512 VNNI where the CPU has it). The
+  float32 weights are dropped, so those layers take a quarter of their memory. Everything else (features,
+  subsampling convolutions, norms, attention scores, the predictor, and the joint's per-step products) stays
+  float32.
+
+  Why not the joint's per-step products: one scale per call makes a row's result depend on the other rows of the
+  call, and the batched searches rely on the joint giving a hypothesis the same scores whichever rows it is
+  computed with (label-looping asks again for the rows that found a token; with int8 there, a row could find a
+  token in one call and read the blank as its label in the next). The encoder projection is computed once per
+  batch, so every step reads the same frames. A recording's int8 encoder output does depend on what else is in
+  its batch (as with sherpa-onnx's int8 models): transcripts in int8 can differ between batch sizes.
 * ``compute_dtype=torch.bfloat16`` (:func:`encoder_in_bfloat16`): the whole encoder's weights and arithmetic in
   bfloat16 (oneDNN; fast on CPUs with AVX-512 BF16 or AMX, :func:`cpu_has_bfloat16`), its output given to the
   decoder in float32. Half the encoder's memory.
@@ -105,12 +113,17 @@ class Int8PointwiseConv1d(nn.Module):
 
 
 def quantize_int8(model: nn.Module) -> int:
-    """Make ``model``'s encoder and joint int8 in place (see the module docstring); returns how many layers
-    became int8. ``model`` is a CPU model with ``encoder`` and ``joint`` modules (transdec's own, a NeMo
+    """Make ``model``'s encoder and the joint's encoder projection int8 in place (see the module docstring); returns
+    how many layers became int8. ``model`` is a CPU model with ``encoder`` and ``joint`` modules (transdec's own, a NeMo
     checkpoint's)."""
     _require_cpu(model, "int8 quantization")
     count = 0
-    for part in (model.encoder, model.joint):
+    joint = model.joint
+    projection = getattr(joint, "encoder_projection", None)
+    if isinstance(projection, nn.Linear):  # the joint's other products run per search step (module docstring)
+        joint.encoder_projection = Int8Linear.from_float(projection.weight, projection.bias)
+        count += 1
+    for part in (model.encoder,):
         for parent in list(part.modules()):
             for name, child in list(parent.named_children()):
                 replacement: nn.Module | None = None
