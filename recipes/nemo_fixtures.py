@@ -224,10 +224,11 @@ def full_size_specs(tokenizer_dir: str) -> dict[str, tuple[str, dict]]:
             model_config(tokens(8192), enc=dict(fast_conformer(24, 1024, 128), xscaling=False),
                          dec=lstm_decoder(layers=2), head="tdt", features=128, pred_hidden=640, joint_hidden=640,
                          normalize="NA")),
-        # The 110m hybrid: FastConformer-Large (17 layers of 512), TDT and CTC heads, 80 mel bins.
+        # The 110m hybrid: FastConformer-Large (17 layers of 512, no x-scaling), TDT and CTC heads, 80 mel bins.
         "parakeet_tdt_ctc_110m_shape": (
             "EncDecHybridRNNTCTCBPEModel",
-            model_config(tokens(1024), enc=fast_conformer(17, 512, 80), dec=lstm_decoder(layers=1), head="tdt",
+            model_config(tokens(1024), enc=dict(fast_conformer(17, 512, 80), xscaling=False),
+                         dec=lstm_decoder(layers=1), head="tdt",
                          features=80, pred_hidden=640, joint_hidden=640, hybrid=True)),
     }
 

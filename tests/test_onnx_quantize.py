@@ -120,3 +120,19 @@ def test_cli_export_quantize(tmp_path):
     assert all((tmp_path / "out" / name).is_file() for name in INT8_FILES)
     assert main(["transcribe", "--model", str(tmp_path / "out"), "--onnx-variant", "int8",
                  str(__import__("onnx_helpers").EXAMPLES[0])]) == 0
+
+
+def test_a_model_that_has_decoded_exports_its_weights(tmp_path):
+    """Decoding caches copies of the predictor's and joint's weights (transposed, and the LSTM's input gates per
+    token); an export's trace reads the parameters instead, so the graphs hold them as weights the quantizer finds."""
+    import onnx
+
+    fresh = transdec.load_model("tiny-en-rnnt")
+    fresh.transcribe([example_audio()[0]])
+    directory = export_onnx(fresh, tmp_path / "used", quantize="int8").directory
+    for part in ("decoder", "joiner"):
+        proto = onnx.load(str(directory / f"{part}.int8.onnx"))
+        assert any(t.data_type == onnx.TensorProto.INT8 for t in proto.graph.initializer), part
+    decoder = onnx.load(str(directory / "decoder.onnx"))
+    gate_table = (fresh.head.num_tokens + 1, 4 * fresh.predictor.hidden_size)
+    assert not any(tuple(t.dims) == gate_table for t in decoder.graph.initializer)

@@ -17,14 +17,16 @@ from torch import Tensor, nn
 def transposed(module: nn.Module, name: str) -> Tensor:
     """``module``'s parameter ``name`` transposed (``[in, out]``): a contiguous copy cached on the module when
     autograd is off (decoding) and the tensor is on a CPU, else the transposed view (with autograd on, a frozen
-    weight may still be saved for another input's gradient, and a copy made under inference mode cannot be).
+    weight may still be saved for another input's gradient, and a copy made under inference mode cannot be; in a
+    trace, the exported graph must read the parameter).
 
     The copy is rebuilt whenever the parameter changes: in-place updates (optimiser steps, ``load_state_dict``)
     bump its version, moves and casts reallocate it. Parameters made under inference mode have no version
     counter, so they get the view.
     """
     weight = module._parameters[name]
-    if weight.device.type != "cpu" or weight.is_inference() or torch.is_grad_enabled():
+    # In an ONNX export's trace the graph must read the parameter itself, not a copy made by an earlier decode.
+    if weight.device.type != "cpu" or weight.is_inference() or torch.is_grad_enabled() or torch.jit.is_tracing():
         return weight.t()
     key = (weight._version, weight.data_ptr(), weight.dtype)
     cache = module.__dict__.setdefault("_transposed_weights", {})

@@ -65,18 +65,16 @@ class Int8Linear(nn.Module):
         """From a float ``weight [out, in]`` and ``bias [out]`` (symmetric per-channel scales: max |w| / 127)."""
         weight = weight.detach().float().cpu()
         scales = (weight.abs().amax(dim=1) / 127.0).clamp(min=1e-12).double()
-        with _quantized_tensors():
+        with _quantized_tensors(), _fbgemm_packing():
             quantized = torch.quantize_per_channel(weight, scales, torch.zeros_like(scales, dtype=torch.long), 0,
                                                    torch.qint8)
             packed = torch.ops.quantized.linear_prepack(quantized, None if bias is None else bias.detach().float().cpu())
         return cls(packed, weight.shape[1], weight.shape[0])
 
     def forward(self, x: Tensor) -> Tensor:
-        # reduce_range=False: the full 8 bits for the input. FBGEMM's AVX2 kernels can saturate 16-bit sums of
-        # products with it; its AVX-512 VNNI kernels (and every AVX-512 CPU transdec was measured on) sum in 32
-        # bits. The measured accuracy is in docs/models.md.
         shape = x.shape
-        out = torch.ops.quantized.linear_dynamic(x.reshape(-1, shape[-1]).float().contiguous(), self._packed, False)
+        out = torch.ops.quantized.linear_dynamic(x.reshape(-1, shape[-1]).float().contiguous(), self._packed,
+                                                 _reduce_range())
         return out.reshape(*shape[:-1], self.out_features)
 
     @property
@@ -179,16 +177,34 @@ def apply_precision(model: nn.Module, quantize: str | None = None,
     return model
 
 
-@functools.lru_cache(maxsize=1)
 def cpu_has_bfloat16() -> bool:
     """Whether this CPU has bfloat16 instructions (AVX-512 BF16 or AMX), where a bfloat16 encoder is fast; elsewhere
     PyTorch emulates them, slower than float32. Read from ``/proc/cpuinfo`` (Linux); False where it cannot tell."""
+    return bool({"avx512_bf16", "amx_bf16"} & cpu_flags())
+
+
+def cpu_flags() -> frozenset[str]:
+    """The CPU's feature flags (``/proc/cpuinfo``, Linux); empty where they cannot be read."""
+    return _cpu_flags()
+
+
+@functools.lru_cache(maxsize=1)
+def _cpu_flags() -> frozenset[str]:
     try:
         with open("/proc/cpuinfo", encoding="ascii", errors="replace") as info:
-            flags = next((line for line in info if line.startswith("flags")), "").split()
+            return frozenset(next((line for line in info if line.startswith("flags")), "").split())
     except OSError:
-        return False
-    return "avx512_bf16" in flags or "amx_bf16" in flags
+        return frozenset()
+
+
+@functools.lru_cache(maxsize=1)
+def _reduce_range() -> bool:
+    """Whether inputs are quantized to 7 bits instead of 8. Without VNNI (AVX-512 VNNI or AVX-VNNI), FBGEMM sums
+    pairs of 8-bit products in 16 bits, which full-range inputs can overflow; PyTorch's own int8 layers take 7 bits
+    there for that reason. With VNNI the sums are 32-bit and the 8th bit is free accuracy (every int8 figure in the
+    docs was measured with it)."""
+    flags = cpu_flags()
+    return not ({"avx512_vnni", "avx_vnni"} & flags) and "avx2" in flags or not flags
 
 
 def _is_pointwise_conv1d(module: nn.Module) -> bool:
@@ -210,6 +226,22 @@ def _quantized_tensors() -> Iterator[None]:
         warnings.filterwarnings("ignore", message=r".*quantiz.*deprecated", category=UserWarning)
         warnings.filterwarnings("ignore", message=r".*deprecated.*quantiz", category=UserWarning)
         yield
+
+
+@contextlib.contextmanager
+def _fbgemm_packing() -> Iterator[None]:
+    """Pack weights for FBGEMM where PyTorch has it (x86), whatever the process's quantized engine: the packed weight
+    then chooses the kernel of every call, the one ``bench/linear_kernels.py`` measured."""
+    engines = torch.backends.quantized.supported_engines
+    if "fbgemm" not in engines:
+        yield
+        return
+    previous = torch.backends.quantized.engine
+    torch.backends.quantized.engine = "fbgemm"
+    try:
+        yield
+    finally:
+        torch.backends.quantized.engine = previous
 
 
 def _release_freed_memory() -> None:
