@@ -8,7 +8,11 @@ Systems (each in a process of its own, so that its peak memory is its own):
   --quantize int8``), the same decoding;
 * ``sherpa-fp32``, ``sherpa-int8``: sherpa-onnx's ``OfflineRecognizer`` on the same export files, greedy search,
   one ``decode_stream`` per recording at batch 1 and ``decode_streams`` of the batch otherwise;
-* ``nemo``: NeMo's ``transcribe()`` on the ``.nemo`` (run with ``--nemo-python``, NeMo's own virtualenv).
+* ``nemo``: NeMo's ``transcribe()`` on the ``.nemo`` (run with ``--nemo-python``, NeMo's own virtualenv);
+* ``ggml-q8_0``, ``ggml-q4_k_m``: transcribe.cpp (a ggml port; ``--ggml-cli`` its ``transcribe-cli``) on the
+  model converted to GGUF and quantized to 8 or 4 bits (the third path of ``--model``: a folder holding
+  ``*-Q8_0.gguf`` and ``*-Q4_K_M.gguf``), in its ``--batch`` mode with ``--batch-size``; the time of a call is its
+  process's wall time less the model load it reports, and its memory the process's peak.
 
 Each system is given the same recordings as files (cut from ``examples/``, ``--recordings`` of each length in
 ``--seconds``) and transcribes them at each ``--batches`` size with each ``--threads`` count. Timed: reading the
@@ -44,7 +48,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 SYSTEMS = ("transdec-fp32", "transdec-bf16", "transdec-int8", "ort-fp32", "ort-int8", "sherpa-fp32", "sherpa-int8",
-           "nemo")
+           "nemo", "ggml-q8_0", "ggml-q4_k_m")
 #: The float32 counterpart whose texts each system's are compared with.
 REFERENCE = {"sherpa-int8": "sherpa-fp32", "sherpa-fp32": "sherpa-fp32"}
 CLIPS = ("espeak_logic", "piper_allens_axiom", "piper_are_you_making_this_up")
@@ -75,8 +79,9 @@ class Cell:
 # ------------------------------------------------------------------------------------------------ recordings
 
 def make_recordings(folder: Path, seconds: list[float], count: int) -> dict[float, list[str]]:
-    """``count`` recordings of each length, 16 kHz FLAC: the example clips joined in turn with 0.3 s pauses,
-    each recording starting at another clip and offset, so that no two are alike."""
+    """``count`` recordings of each length, 16 kHz 16-bit WAV (which every system reads, transcribe.cpp only that):
+    the example clips joined in turn with 0.3 s pauses, each recording starting at another clip and offset, so that
+    no two are alike."""
     import numpy as np
     import soundfile as sf
 
@@ -91,7 +96,7 @@ def make_recordings(folder: Path, seconds: list[float], count: int) -> dict[floa
         for number in range(count):
             start = (number * 17_003) % len(loop)
             audio = np.tile(loop, samples // len(loop) + 2)[start: start + samples]
-            path = folder / f"rec{number}_{length:g}s.flac"
+            path = folder / f"rec{number}_{length:g}s.wav"
             if not path.is_file():
                 sf.write(path, audio, 16000, subtype="PCM_16")
             paths.append(str(path))
@@ -119,7 +124,7 @@ def _normalised(text: str) -> str:
     return " ".join(text.replace("▁", " ").split())
 
 
-def runner(system: str, nemo_path: str, onnx_dir: str, threads: int):
+def runner(system: str, nemo_path: str, onnx_dir: str, threads: int, gguf_dir: str = "", ggml_cli: str = ""):
     """``transcribe(paths, batch) -> texts`` for ``system``, its model loaded."""
     if system.startswith("transdec-"):
         import torch
@@ -141,7 +146,41 @@ def runner(system: str, nemo_path: str, onnx_dir: str, threads: int):
         return _sherpa_runner(onnx_dir, system.removeprefix("sherpa-"), threads)
     if system == "nemo":
         return _nemo_runner(nemo_path)
+    if system.startswith("ggml-"):
+        return _ggml_runner(ggml_cli, gguf_dir, system.removeprefix("ggml-").upper(), threads)
     raise ValueError(f"unknown system {system}")
+
+
+class _GgmlCalls:
+    """transcribe.cpp's CLI, a process per call: the seconds of its last call without its model load, and the
+    largest peak memory of its processes (MB)."""
+
+    def __init__(self, cli: str, model: Path, threads: int) -> None:
+        self.cli, self.model, self.threads = cli, model, threads
+        self.seconds = 0.0
+        self.peak_mb = 0.0
+
+    def __call__(self, paths: list[str], batch: int) -> list[str]:
+        with tempfile.TemporaryDirectory() as scratch:
+            listing = Path(scratch) / "files.txt"
+            listing.write_text("".join(p + "\n" for p in paths))
+            command = ["/usr/bin/time", "-f", "peak_kb=%M", self.cli, "-m", str(self.model), "-q", "--threads",
+                       str(self.threads), "--batch", str(listing), "--batch-jsonl", "--batch-size", str(batch)]
+            started = time.perf_counter()
+            done = subprocess.run(command, capture_output=True, text=True, check=True)
+            wall = time.perf_counter() - started
+        records = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+        load = next(r["load_ms"] for r in records if r.get("type") == "batch_header") / 1000
+        self.seconds = wall - load
+        peak = [line for line in done.stderr.splitlines() if line.startswith("peak_kb=")]
+        self.peak_mb = max(self.peak_mb, int(peak[-1].split("=")[1]) / 1024 if peak else 0.0)
+        texts = {r["file"]: r["text"] for r in records if "file" in r}
+        return [texts[p] for p in paths]
+
+
+def _ggml_runner(cli: str, gguf_dir: str, quant: str, threads: int) -> _GgmlCalls:
+    model = next(Path(gguf_dir).glob(f"*-{quant}.gguf"))
+    return _GgmlCalls(cli, model, threads)
 
 
 def _sherpa_runner(onnx_dir: str, variant: str, threads: int):
@@ -201,9 +240,11 @@ def worker(spec: dict) -> None:
     threads = spec["threads"]
     torch.set_num_threads(threads)
     started = time.perf_counter()
-    transcribe = runner(spec["system"], spec["nemo"], spec["onnx"], threads)
+    transcribe = runner(spec["system"], spec["nemo"], spec["onnx"], threads, spec.get("gguf", ""),
+                        spec.get("ggml_cli", ""))
     load_seconds = time.perf_counter() - started
-    load_rss, load_peak = _memory("VmRSS"), _memory("VmHWM")
+    # A system whose calls run in processes of their own (transcribe.cpp) has no model in this one.
+    load_rss, load_peak = (0.0, 0.0) if hasattr(transcribe, "peak_mb") else (_memory("VmRSS"), _memory("VmHWM"))
     recordings = {float(k): v for k, v in spec["recordings"].items()}
     import soundfile as sf
 
@@ -220,8 +261,9 @@ def worker(spec: dict) -> None:
             for _ in range(spec["repeats"]):
                 start = time.perf_counter()
                 texts = transcribe(paths, batch)
-                cell.times.append(time.perf_counter() - start)
-            cell.peak_mb = _memory("VmHWM")
+                # A process per call (transcribe.cpp): its own time without the model load, and its own peak.
+                cell.times.append(getattr(transcribe, "seconds", None) or time.perf_counter() - start)
+            cell.peak_mb = getattr(transcribe, "peak_mb", None) or _memory("VmHWM")
             cell.texts = [_normalised(t) for t in texts]
             print(json.dumps(asdict(cell)), flush=True)
 
@@ -241,13 +283,15 @@ def run(args: argparse.Namespace) -> list[Cell]:
     systems = [s for s in args.systems if s != "transdec-bf16" or cpu_has_bfloat16()]
     cells: list[Cell] = []
     for round_number in range(args.rounds):
-        for name, nemo_path, onnx_dir in args.model:
+        for name, nemo_path, onnx_dir, *gguf in args.model:
             for threads in args.threads:
                 for system in systems:
                     python = args.nemo_python if system == "nemo" else sys.executable
-                    if system == "nemo" and not python:
+                    if (system == "nemo" and not python) or (system.startswith("ggml-") and not (gguf and
+                                                                                                args.ggml_cli)):
                         continue
                     spec = {"name": name, "system": system, "threads": threads, "nemo": nemo_path, "onnx": onnx_dir,
+                            "gguf": gguf[0] if gguf else "", "ggml_cli": args.ggml_cli,
                             "recordings": {str(k): v for k, v in recordings.items()}, "batches": args.batches,
                             "repeats": args.repeats}
                     env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads),
@@ -299,7 +343,8 @@ def report(cells: list[Cell]) -> str:
             longest = max(columns, key=lambda sb: (sb[0], sb[1]))
             last = [c for c in mine if c.system == system and (c.seconds, c.batch) == longest]
             peak = f"{max(c.peak_mb for c in last):,.0f}" if last else "-"
-            load = f"{max(c.load_rss_mb for c in mine if c.system == system):,.0f}"
+            load = "-" if system.startswith("ggml-") else \
+                f"{max(c.load_rss_mb for c in mine if c.system == system):,.0f}"
             equal = _equal_texts(mine, system)
             lines.append(f"| {system} | " + " | ".join(row) + f" | {peak} | {load} | {equal} |")
     return "\n".join(lines)
@@ -322,9 +367,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
     go = commands.add_parser("run")
-    go.add_argument("--model", action="append", required=True, metavar="NAME=NEMO,ONNX_DIR",
-                    type=lambda text: (text.split("=", 1)[0], *text.split("=", 1)[1].split(",", 1)),
-                    help="a .nemo and its ONNX export (transdec export onnx NEMO DIR --quantize int8)")
+    go.add_argument("--model", action="append", required=True, metavar="NAME=NEMO,ONNX_DIR[,GGUF_DIR]",
+                    type=lambda text: (text.split("=", 1)[0], *text.split("=", 1)[1].split(",")),
+                    help="a .nemo, its ONNX export (transdec export onnx NEMO DIR --quantize int8) and, for the "
+                         "ggml rows, a folder of its GGUF files")
+    go.add_argument("--ggml-cli", default="", help="transcribe.cpp's transcribe-cli (no ggml rows without it)")
     go.add_argument("--systems", nargs="+", default=list(SYSTEMS), choices=SYSTEMS)
     go.add_argument("--threads", nargs="+", type=int, default=[1, 2])
     go.add_argument("--batches", nargs="+", type=int, default=[1, 8])
