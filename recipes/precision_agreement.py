@@ -8,7 +8,7 @@ label-looping; printed per model and precision: the encoder output's relative er
 tokens over float32's token count. float32 itself is checked against NeMo's tokens.
 
 The fixtures have random weights: most of their decisions are near-ties, which any rounding can flip, so these
-figures overstate what a trained model loses (docs/models.md has the bundled models' WER in each precision).
+figures overstate what a trained model loses (docs/cpu.md has the bundled models' WER in each precision).
 
     python recipes/precision_agreement.py tests/fixtures/nemo [/work/data/full ...]
 """

@@ -61,7 +61,7 @@ def load_model(name_or_path: str | os.PathLike[str], device: str | torch.device 
     ``quantize="int8"`` (CPU, PyTorch models) makes the encoder's and joint's matrix products int8 (dynamic
     quantization: int8 weights, each input quantized as it comes); ``compute_dtype=torch.bfloat16`` runs the encoder
     in bfloat16 (fast on CPUs with AVX-512 BF16 or AMX). Neither is exact: their measured accuracy and speed are in
-    docs/models.md and docs/benchmarks.md (:mod:`transdec.model.quantization`). ONNX exports take their int8 graphs
+    docs/cpu.md and docs/benchmarks.md (:mod:`transdec.model.quantization`). ONNX exports take their int8 graphs
     with ``onnx_variant="int8"`` instead.
     """
     if front_end not in FRONT_ENDS:

@@ -9,7 +9,7 @@ the encoder and signed ones in the decoder and joiner, one scale per tensor; act
 metadata carries over, so sherpa-onnx and ``transdec.load_model(OUT, onnx_variant="int8")`` load the files as they
 load sherpa-onnx's own int8 models.
 
-The int8 graphs are not exact: what they cost in accuracy is measured in docs/models.md ("int8 and bfloat16"), and
+The int8 graphs are not exact: what they cost in accuracy is measured in docs/cpu.md ("Accuracy"), and
 their speed beside the float32 graphs and transdec's PyTorch int8 in docs/benchmarks.md.
 """
 

@@ -3,7 +3,7 @@
 A parakeet-sized Transducer spends nearly all of its CPU time in the encoder, and four fifths of the encoder's
 arithmetic are the matrix products of its linear layers and pointwise convolutions (docs/benchmarks.md, "CPU:
 the whole pipeline"). Two ways to make them cheaper, both approximations of the float32 model whose accuracy is
-measured rather than assumed (docs/models.md, "int8 and bfloat16"):
+measured rather than assumed (docs/cpu.md, "Accuracy"):
 
 * ``quantize="int8"`` (:func:`quantize_int8`): every ``nn.Linear`` of the encoder, every pointwise (kernel 1)
   ``nn.Conv1d`` of its convolution modules and the joint's projection of the encoder output become
