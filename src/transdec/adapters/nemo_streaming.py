@@ -305,8 +305,8 @@ def _cached_attention(attn: RelPositionAttention, queries: Tensor, keys_values: 
     q_u = (q + attn.pos_bias_u).transpose(1, 2)
     q_v = (q + attn.pos_bias_v).transpose(1, 2)
     content = torch.matmul(q_u, k.transpose(-2, -1))  # [B, H, T, C + T]
-    position = _rel_shift(torch.matmul(q_v, p.transpose(-2, -1)))[..., :total]
-    out = _masked_softmax_average(content + position, allowed, v, math.sqrt(attn.d_k))
+    position = _rel_shift(torch.matmul(q_v, p.transpose(-2, -1)), total)
+    out = _masked_softmax_average(content.add_(position), allowed, v, math.sqrt(attn.d_k))
     return attn.linear_out(out.transpose(1, 2).reshape(batch, frames, attn.h * attn.d_k))
 
 
