@@ -25,7 +25,6 @@ def transposed(module: nn.Module, name: str) -> Tensor:
     counter, so they get the view.
     """
     weight = module._parameters[name]
-    # In an ONNX export's trace the graph must read the parameter itself, not a copy made by an earlier decode.
     if weight.device.type != "cpu" or weight.is_inference() or torch.is_grad_enabled() or torch.jit.is_tracing():
         return weight.t()
     key = (weight._version, weight.data_ptr(), weight.dtype)
