@@ -7,7 +7,9 @@ machine shows; then it prints one markdown table::
     .venv/bin/python bench/nemo_streaming.py run --model /tmp/nemo_stream_full/fc_streaming_110m.nemo \\
         --nemo-python /work/nemo-venv/bin/python --streams 1 16 --contexts 70,6 --threads 1 --rounds 3
 
-(the model: ``recipes/nemo_streaming_full.py``). ``--baseline-src DIR`` adds a third side, transdec imported from
+(the model: ``recipes/nemo_streaming_full.py``). ``--precisions int8 bf16`` adds transdec sides with the model
+loaded with ``quantize="int8"`` and with ``compute_dtype=torch.bfloat16`` (their tokens are compared with NeMo's
+float32 ones like the others'). ``--baseline-src DIR`` adds a side, transdec imported from
 another source tree (a copy from before a change), for before/after rows in the same rounds. Each side alone: ``bench/nemo_streaming.py side --side nemo|transdec
 --audio FILE.npy ...`` writes a JSON of its step times and tokens.
 
@@ -70,12 +72,15 @@ def parse_args() -> argparse.Namespace:
     run.add_argument("--json", default="", help="also write every round's numbers here")
     run.add_argument("--transdec-src", default=str(REPO / "src"),
                      help="the transdec source tree the transdec side imports")
+    run.add_argument("--precisions", nargs="*", default=[], choices=("int8", "bf16"),
+                     help="also transdec with an int8 or a bfloat16 encoder (rows 'transdec int8', 'transdec bf16')")
     run.add_argument("--baseline-src", default="",
                      help="also a transdec side importing this source tree (a copy from before a change): "
                           "its rows are 'transdec (baseline)'")
     side.add_argument("--side", choices=("nemo", "transdec"), required=True)
     side.add_argument("--audio", required=True, help=".npy [S, N] float32 at 16 kHz")
     side.add_argument("--threads", type=int, default=1)
+    side.add_argument("--precision", choices=("fp32", "int8", "bf16"), default="fp32")
     side.add_argument("--out", required=True)
     return parser.parse_args()
 
@@ -162,14 +167,19 @@ def nemo_side(model_path: str, audio: np.ndarray, contexts: list[list[int]], str
     return results
 
 
-def transdec_side(model_path: str, audio: np.ndarray, contexts: list[list[int]], streams: list[int]) -> dict:
+#: load_model's options for each ``--precision``.
+PRECISIONS = {"fp32": {}, "int8": {"quantize": "int8"}, "bf16": {"compute_dtype": torch.bfloat16}}
+
+
+def transdec_side(model_path: str, audio: np.ndarray, contexts: list[list[int]], streams: list[int],
+                  precision: str = "fp32") -> dict:
     import transdec
     from transdec.decoding import GreedyOptions
     from transdec.streaming import Recognizer, StreamingOptions
 
     results = {}
     for context in contexts:
-        model = transdec.load_model(model_path, att_context_size=context)
+        model = transdec.load_model(model_path, att_context_size=context, **PRECISIONS[precision])
         piece = (context[1] + 1) * round(model.frame_shift_seconds * SAMPLE_RATE)
 
         def one_run(batch: np.ndarray) -> dict:
@@ -207,8 +217,10 @@ def side(args: argparse.Namespace) -> None:
     torch.set_num_threads(args.threads)
     audio = np.load(args.audio)
     contexts = [[int(c) for c in context.split(",")] for context in args.contexts]
-    run = nemo_side if args.side == "nemo" else transdec_side
-    results = run(args.model, audio, contexts, args.streams)
+    if args.side == "nemo":
+        results = nemo_side(args.model, audio, contexts, args.streams)
+    else:
+        results = transdec_side(args.model, audio, contexts, args.streams, args.precision)
     Path(args.out).write_text(json.dumps({"side": args.side, "threads": args.threads, "torch": torch.__version__,
                                           "results": results}))
 
@@ -233,9 +245,12 @@ def spread(values: list[float], higher_better: bool) -> str:
 
 
 def driver(args: argparse.Namespace) -> None:
-    python = {"nemo": args.nemo_python, "transdec": sys.executable, "baseline": sys.executable}
-    source = {"nemo": args.transdec_src, "transdec": args.transdec_src, "baseline": args.baseline_src}
-    sides = ("nemo", "transdec", "baseline") if args.baseline_src else ("nemo", "transdec")
+    precisions = {f"transdec {p}": p for p in args.precisions}
+    python = {"nemo": args.nemo_python, "transdec": sys.executable, "baseline": sys.executable,
+              **{name: sys.executable for name in precisions}}
+    source = {"nemo": args.transdec_src, "transdec": args.transdec_src, "baseline": args.baseline_src,
+              **{name: args.transdec_src for name in precisions}}
+    sides = ("nemo", "transdec", *precisions, *(("baseline",) if args.baseline_src else ()))
     rounds: list[dict] = []
     with tempfile.TemporaryDirectory() as tmp:
         audio_path = Path(tmp) / "audio.npy"
@@ -244,13 +259,14 @@ def driver(args: argparse.Namespace) -> None:
             for number in range(args.rounds):
                 order = sides if number % 2 == 0 else sides[::-1]
                 for name in order:
-                    out = Path(tmp) / f"{name}.json"
+                    out = Path(tmp) / f"{name.replace(' ', '-')}.json"
                     env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads),
                                PYTHONPATH=source[name])
                     command = [python[name], str(Path(__file__).resolve()), "side", "--side",
                                "nemo" if name == "nemo" else "transdec", "--model",
                                args.model, "--audio", str(audio_path), "--threads", str(threads), "--out", str(out),
-                               "--streams", *map(str, args.streams), "--contexts", *args.contexts]
+                               "--streams", *map(str, args.streams), "--contexts", *args.contexts,
+                               "--precision", precisions.get(name, "fp32")]
                     started = time.perf_counter()
                     subprocess.run(command, env=env, check=True, cwd=REPO)
                     data = json.loads(out.read_text())
@@ -265,34 +281,38 @@ def driver(args: argparse.Namespace) -> None:
 
 def table(rounds: list[dict], args: argparse.Namespace) -> None:
     print("| torch threads | look-ahead | streams | side | step p50 ms | step p99 ms | throughput (audio s/s) "
-          "| real-time streams | throughput transdec/NeMo | tokens equal |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "| real-time streams | throughput transdec/NeMo | real-time streams transdec/NeMo | tokens equal |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for threads in args.threads:
         for context in args.contexts:
             left, right = (int(c) for c in context.split(","))
             chunk_seconds = (right + 1) * 0.08
             for s in args.streams:
                 key = f"{left},{right}/{s}"
-                names = [n for n in ("nemo", "transdec", "baseline") if any(r["side"] == n for r in rounds)]
+                names = [n for n in ("nemo", "transdec", "transdec int8", "transdec bf16", "baseline")
+                         if any(r["side"] == n for r in rounds)]
                 per_side = {name: [summarise(r["results"][key], s, args.seconds, chunk_seconds) for r in rounds
                                    if r["side"] == name and r["threads"] == threads] for name in names}
                 tokens = {name: [r["results"][key]["tokens"] for r in rounds
                                  if r["side"] == name and r["threads"] == threads] for name in names}
                 best = {name: max(v["throughput"] for v in values) for name, values in per_side.items()}
+                best_realtime = {name: max(v["realtime"] for v in values) for name, values in per_side.items()}
                 for name in names:
                     values = per_side[name]
-                    ratio = equal = ""
+                    ratio = realtime_ratio = equal = ""
                     if name != "nemo":
                         ratio = f"{best[name] / best['nemo']:.2f}x"
+                        realtime_ratio = f"{best_realtime[name] / best_realtime['nemo']:.2f}x"
                         same = sum(a == b for a, b in zip(tokens["nemo"][0], tokens[name][0]))
                         stable = all(t == tokens["nemo"][0] for t in tokens["nemo"]) and all(
                             t == tokens[name][0] for t in tokens[name])
                         equal = f"{same}/{s}" + ("" if stable else " (varies between rounds)")
-                    label = {"nemo": "NeMo", "transdec": "transdec", "baseline": "transdec (baseline)"}[name]
+                    label = {"nemo": "NeMo", "baseline": "transdec (baseline)"}.get(name, name)
                     print(f"| {threads} | [{left}, {right}] | {s} | {label} "
                           f"| {spread([v['p50'] for v in values], False)} | {spread([v['p99'] for v in values], False)} "
                           f"| {spread([v['throughput'] for v in values], True)} "
-                          f"| {spread([v['realtime'] for v in values], True)} | {ratio} | {equal} |")
+                          f"| {spread([v['realtime'] for v in values], True)} | {ratio} | {realtime_ratio} "
+                          f"| {equal} |")
     features = [summarise(r["results"][k], 1, args.seconds, 1.0)["features"] for r in rounds if r["side"] == "nemo"
                 for k in r["results"]]
     print(f"\nNeMo's whole-recording features (CacheAwareStreamingAudioBuffer.append_audio, outside its steps, in its "

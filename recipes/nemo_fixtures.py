@@ -61,7 +61,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--output", default="tests/fixtures/nemo")
     parser.add_argument("--only", default="", help="comma-separated model names (default: all)")
     parser.add_argument("--full-size", metavar="DIR", default="",
-                        help="instead: parakeet-tdt-0.6b-v2 and parakeet-rnnt-1.1b shaped models in DIR")
+                        help="instead: parakeet-tdt-0.6b-v2, parakeet-rnnt-1.1b, parakeet-tdt-0.6b-v3 and "
+                             "parakeet-tdt_ctc-110m shaped models in DIR (--only to choose)")
     parser.add_argument("--seed", type=int, default=0)
     return parser.parse_args()
 
@@ -197,21 +198,43 @@ def streaming_encoder(att_context_size: list, **overrides) -> dict:
 
 
 def full_size_specs(tokenizer_dir: str) -> dict[str, tuple[str, dict]]:
-    """The architectures of parakeet-tdt-0.6b-v2 and parakeet-rnnt-1.1b (from NeMo's published configs)."""
+    """The architectures of parakeet-tdt-0.6b-v2, parakeet-rnnt-1.1b, parakeet-tdt-0.6b-v3 and
+    parakeet-tdt_ctc-110m (from NeMo's published configs). ``tokenizer_dir`` holds one tokenizer directory per
+    vocabulary size (:data:`FULL_SIZE_VOCABULARIES`), named by the size."""
     def fast_conformer(layers: int, d_model: int, features: int) -> dict:
         return encoder(feat_in=features, n_layers=layers, d_model=d_model, subsampling_conv_channels=256,
                        n_heads=8, conv_kernel_size=9, xscaling=True, dropout_emb=0.0)
+
+    def tokens(size: int) -> str:
+        return str(Path(tokenizer_dir) / str(size))
     return {
         "parakeet_tdt_0.6b_shape": (
             "EncDecRNNTBPEModel",
-            model_config(tokenizer_dir, enc=dict(fast_conformer(24, 1024, 128), xscaling=False),
+            model_config(tokens(1024), enc=dict(fast_conformer(24, 1024, 128), xscaling=False),
                          dec=lstm_decoder(layers=2), head="tdt", features=128, pred_hidden=640, joint_hidden=640,
                          normalize="NA")),
         "parakeet_rnnt_1.1b_shape": (
             "EncDecRNNTBPEModel",
-            model_config(tokenizer_dir, enc=fast_conformer(42, 1024, 80), dec=lstm_decoder(layers=1),
+            model_config(tokens(1024), enc=fast_conformer(42, 1024, 80), dec=lstm_decoder(layers=1),
                          features=80, pred_hidden=640, joint_hidden=640)),
+        # v3: the v2 architecture with the multilingual 8,192-token vocabulary (its joint's output layer is 8x
+        # v2's).
+        "parakeet_tdt_0.6b_v3_shape": (
+            "EncDecRNNTBPEModel",
+            model_config(tokens(8192), enc=dict(fast_conformer(24, 1024, 128), xscaling=False),
+                         dec=lstm_decoder(layers=2), head="tdt", features=128, pred_hidden=640, joint_hidden=640,
+                         normalize="NA")),
+        # The 110m hybrid: FastConformer-Large (17 layers of 512, no x-scaling), TDT and CTC heads, 80 mel bins.
+        "parakeet_tdt_ctc_110m_shape": (
+            "EncDecHybridRNNTCTCBPEModel",
+            model_config(tokens(1024), enc=dict(fast_conformer(17, 512, 80), xscaling=False),
+                         dec=lstm_decoder(layers=1), head="tdt",
+                         features=80, pred_hidden=640, joint_hidden=640, hybrid=True)),
     }
+
+
+#: The vocabulary sizes of the full-size models' tokenizers.
+FULL_SIZE_VOCABULARIES = (1024, 8192)
 
 
 # ------------------------------------------------------------------------------------------------ building
@@ -223,12 +246,21 @@ def train_tokenizer(directory: Path, vocab_size: int) -> None:
     modules = [collections, json_module, textwrap, argparse_module, pydoc]
     if vocab_size > VOCAB:  # a parakeet-sized vocabulary needs more text: the members' docstrings too
         import importlib
-        modules += [importlib.import_module(m) for m in ("typing", "subprocess", "logging", "tarfile", "zipfile",
-                                                         "decimal", "datetime", "pathlib", "inspect", "email",
-                                                         "asyncio", "unittest", "http.client", "argparse")]
+        names = ["typing", "subprocess", "logging", "tarfile", "zipfile", "decimal", "datetime", "pathlib",
+                 "inspect", "email", "asyncio", "unittest", "http.client", "argparse"]
+        if vocab_size > 1024:  # parakeet-tdt-0.6b-v3's 8,192 tokens: the rest of the standard library too
+            names += sorted(set(sys.stdlib_module_names) - set(names) - {"antigravity", "this", "idlelib",
+                                                                           "turtledemo", "tkinter", "turtle"})
+        for name in names:
+            try:
+                modules.append(importlib.import_module(name))
+            except Exception:  # a module this interpreter lacks (or that cannot be imported here)
+                continue
         modules += [member for m in list(modules) for member in vars(m).values() if callable(member)]
     text = "\n".join(pydoc.getdoc(m) for m in modules)
     sentences = [line.strip().lower() for line in text.splitlines() if len(line.split()) > 3]
+    if vocab_size > 1024:  # a piece with "${" would be read as an interpolation when NeMo resolves its labels
+        sentences = [sentence.replace("$", " ") for sentence in sentences]
     directory.mkdir(parents=True, exist_ok=True)
     spm.SentencePieceTrainer.train(sentence_iterator=iter(sentences), model_prefix=str(directory / "tokenizer"),
                                    vocab_size=vocab_size, model_type="bpe", character_coverage=1.0,
@@ -439,7 +471,11 @@ def main() -> int:
     output = Path(args.full_size or args.output)
     output.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
-        train_tokenizer(Path(tmp) / "tokenizer", VOCAB if not args.full_size else 1024)
+        if args.full_size:
+            for size in FULL_SIZE_VOCABULARIES:
+                train_tokenizer(Path(tmp) / "tokenizer" / str(size), size)
+        else:
+            train_tokenizer(Path(tmp) / "tokenizer", VOCAB)
         specs = (full_size_specs if args.full_size else model_specs)(str(Path(tmp) / "tokenizer"))
         if args.only:
             specs = {n: specs[n] for n in args.only.split(",")}

@@ -20,6 +20,7 @@ import torch
 from transdec.adapters.hub import is_hub_name
 from transdec.adapters.onnx_files import VARIANTS
 from transdec.model.checkpoint import BUNDLED_MODELS, bundled_model_path, load_transdec_model
+from transdec.model.quantization import apply_precision, check_precision
 from transdec.protocol import SpeechModel
 
 if TYPE_CHECKING:  # for annotations only: the adapters load with their kind of model
@@ -31,7 +32,8 @@ FRONT_ENDS = ("model", "sherpa")
 
 def load_model(name_or_path: str | os.PathLike[str], device: str | torch.device = "cpu",
                dtype: torch.dtype = torch.float32, front_end: str = "model",
-               att_context_size: Sequence[int] | None = None, onnx_variant: str = "fp32") -> SpeechModel:
+               att_context_size: Sequence[int] | None = None, onnx_variant: str = "fp32",
+               quantize: str | None = None, compute_dtype: torch.dtype | None = None) -> SpeechModel:
     """Load a bundled model by name (``"tiny-en-rnnt"``, ...), any model file by path, or a model on the Hugging
     Face Hub by name (``"org/name"``, ``"org/name@revision"``), in eval mode.
 
@@ -55,11 +57,18 @@ def load_model(name_or_path: str | os.PathLike[str], device: str | torch.device 
 
     ``att_context_size`` (``[left, right]``, NeMo checkpoints only) picks the look-ahead of a multi-look-ahead
     cache-aware streaming model (default its first, as NeMo); see docs/nemo.md.
+
+    ``quantize="int8"`` (CPU, PyTorch models) makes the encoder's and joint's matrix products int8 (dynamic
+    quantization: int8 weights, each input quantized as it comes); ``compute_dtype=torch.bfloat16`` runs the encoder
+    in bfloat16 (fast on CPUs with AVX-512 BF16 or AMX). Neither is exact: their measured accuracy and speed are in
+    docs/cpu.md and docs/benchmarks.md (:mod:`transdec.model.quantization`). ONNX exports take their int8 graphs
+    with ``onnx_variant="int8"`` instead.
     """
     if front_end not in FRONT_ENDS:
         raise ValueError(f"front_end must be 'model' or 'sherpa', got {front_end!r}")
     if onnx_variant not in VARIANTS:
         raise ValueError(f"onnx_variant must be one of {', '.join(VARIANTS)}, got {onnx_variant!r}")
+    check_precision(quantize, compute_dtype)
     name = str(name_or_path)
     source = None
     if name in BUNDLED_MODELS:
@@ -71,7 +80,13 @@ def load_model(name_or_path: str | os.PathLike[str], device: str | torch.device 
         path = source.path
     else:
         path = Path(name)
+    if (quantize is not None or compute_dtype not in (None, torch.float32)) and path.is_dir() and any(
+            path.glob("*.onnx")):
+        raise ValueError(f"{path}: an ONNX export is not quantized when loaded; load its int8 graphs with "
+                         "onnx_variant='int8' (--onnx-variant int8), written by transdec export onnx --quantize int8")
     model = _load_path(path, device, dtype, front_end, att_context_size, onnx_variant)
+    if quantize is not None or compute_dtype is not None:
+        apply_precision(model, quantize, compute_dtype)  # type: ignore[arg-type]
     if source is not None:
         model.hub_source = source  # type: ignore[attr-defined]
     return model

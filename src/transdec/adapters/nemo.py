@@ -127,7 +127,8 @@ class NemoTransducer(Transcribing, nn.Module):
                         length_policy: str | None = None) -> tuple[Tensor, Tensor]:
         """``features [B, T, F]``, ``lengths [B]`` -> ``(encoder_out [B, T', D], lengths [B])``."""
         if features.shape[1] == 0:  # no frame at all: the convolutions cannot run on nothing
-            empty = features.new_zeros(features.shape[0], 0, self.encoder.output_dim, dtype=self._dtype)
+            dtype = self.encoder.output_dtype or self._dtype
+            empty = features.new_zeros(features.shape[0], 0, self.encoder.output_dim, dtype=dtype)
             return empty, torch.zeros_like(lengths)
         return self.encoder(features.to(self._dtype), lengths)
 

@@ -326,11 +326,16 @@ class RelPositionAttention(nn.Module):
         return self.linear_out(out.transpose(1, 2).reshape(batch, frames, self.h * self.d_k))
 
 
-def _masked_softmax_average(scores: Tensor, allowed: Tensor, values: Tensor, scale: float) -> Tensor:
+def _masked_softmax_average(scores: Tensor, allowed: Tensor | None, values: Tensor, scale: float) -> Tensor:
     """NeMo's masked attention: ``softmax(scores / scale)`` with disallowed scores at ``-10000`` and their
-    probabilities zeroed afterwards, applied to ``values``. ``allowed`` broadcasts to ``scores``."""
+    probabilities zeroed afterwards, applied to ``values``. ``allowed`` broadcasts to ``scores``; None: all allowed.
+    ``scores`` is overwritten (a long recording's ``[B, H, T, T]`` is not copied; the values are NeMo's)."""
+    scores = scores.div_(scale)
+    if allowed is None:
+        return torch.matmul(torch.softmax(scores, dim=-1), values)
     masked = ~allowed
-    attn = torch.softmax((scores / scale).masked_fill(masked, -_INF), dim=-1).masked_fill(masked, 0.0)
+    # Out of place after the softmax, whose output its gradient needs.
+    attn = torch.softmax(scores.masked_fill_(masked, -_INF), dim=-1).masked_fill(masked, 0.0)
     return torch.matmul(attn, values)
 
 
@@ -347,13 +352,15 @@ class FullAttention:
         self.embeddings = relative_positions(frames, d_model, dtype, valid.device)
         allowed = valid[:, None, :] & valid[:, :, None]  # [B, T, T]
         positions = torch.arange(frames, device=valid.device)
-        self.allowed = (allowed & context_mask(positions, positions, context, style)).unsqueeze(1)  # [B, 1, T, T]
+        allowed = (allowed & context_mask(positions, positions, context, style)).unsqueeze(1)  # [B, 1, T, T]
+        # Nothing masked (no padding, no context limit): the masking passes over [B, H, T, T] are skipped.
+        self.allowed = None if bool(allowed.all()) else allowed
 
     def attend(self, q_u: Tensor, q_v: Tensor, k: Tensor, v: Tensor, p: Tensor) -> Tensor:
         frames = q_u.shape[2]
         content = torch.matmul(q_u, k.transpose(-2, -1))
-        position = _rel_shift(torch.matmul(q_v, p.transpose(-2, -1)))[..., :frames]
-        return _masked_softmax_average(content + position, self.allowed, v, math.sqrt(q_u.shape[-1]))
+        position = _rel_shift(torch.matmul(q_v, p.transpose(-2, -1)), frames)
+        return _masked_softmax_average(content.add_(position), self.allowed, v, math.sqrt(q_u.shape[-1]))
 
 
 def context_mask(queries: Tensor, keys: Tensor, context: tuple[int, int], style: str) -> Tensor:
@@ -420,7 +427,7 @@ class LocalAttention:
             index = self.position_index[(offsets + w).clamp(0, 2 * w)]  # [Q, K]
             position = torch.gather(by_position, 3, index.expand(*by_position.shape[:2], -1, -1))
             allowed = (inside[None] & self.valid[:, start:end, None] & self.valid[:, None, first:last]).unsqueeze(1)
-            pieces.append(_masked_softmax_average(content + position, allowed, v[:, :, first:last], scale))
+            pieces.append(_masked_softmax_average(content.add_(position), allowed, v[:, :, first:last], scale))
         return torch.cat(pieces, dim=2)
 
 
@@ -435,11 +442,19 @@ def local_position_columns(left: int, right: int) -> dict[int, int]:
     return columns
 
 
-def _rel_shift(x: Tensor) -> Tensor:
-    """Transformer-XL's shift: ``x[..., i, p]`` over positions ``T-1 .. -(T-1)`` -> ``[..., i, j]`` at ``i - j``."""
-    batch, heads, frames, positions = x.shape
-    x = F.pad(x, (1, 0)).view(batch, heads, -1, frames)
-    return x[:, :, 1:].view(batch, heads, frames, positions)
+def _rel_shift(x: Tensor, keys: int) -> Tensor:
+    """Transformer-XL's shift as NeMo computes it, of ``x [B, H, Q, P]`` (query ``i``'s scores for positions
+    ``P - Q .. -(Q - 1)`` relative to the last key, highest first) to ``[B, H, Q, keys]``: ``[..., i, j] = x[..., i,
+    Q - 1 - i + j]``, the position of key ``j`` from query ``i``. NeMo pads, reshapes and slices; the entries it
+    keeps are these, read here as a strided view of ``x``, so nothing is copied."""
+    batch, heads, queries, positions = x.shape
+    if keys > positions - queries + 1:
+        raise ValueError(f"relative shift of {positions} positions for {queries} queries gives at most "
+                         f"{positions - queries + 1} keys, not {keys}")
+    x = x.contiguous()
+    stride_b, stride_h, _, _ = x.stride()
+    return x.as_strided((batch, heads, queries, keys), (stride_b, stride_h, positions - 1, 1),
+                        x.storage_offset() + queries - 1)
 
 
 class FeedForward(nn.Module):
@@ -518,6 +533,9 @@ class NemoConformerEncoder(nn.Module):
                          if config.feat_out > 0 and config.feat_out != config.d_model else None)
         #: Local attention: queries per block (memory per layer ~ B x H x block x (block + 2 x window)).
         self.local_attention_block = 256
+        #: The dtype the output is handed on in, where it differs from the weights' (None: theirs): a bfloat16
+        #: encoder feeding a float32 decoder (:mod:`transdec.model.quantization`).
+        self.output_dtype: torch.dtype | None = None
 
     @property
     def output_dim(self) -> int:
@@ -569,4 +587,4 @@ class NemoConformerEncoder(nn.Module):
             x = layer(x, pattern, ~valid)
         if self.out_proj is not None:
             x = self.out_proj(x)
-        return x, lengths
+        return (x if self.output_dtype is None else x.to(self.output_dtype)), lengths

@@ -183,6 +183,8 @@ class CacheAwareStreamingEncoder:
         x, attention, attention_len, convolution = self.layers(x, counts, attention, attention_len, convolution)
         if encoder.out_proj is not None:
             x = encoder.out_proj(x)
+        if encoder.output_dtype is not None:
+            x = x.to(encoder.output_dtype)
         frames = []
         for row, (stream, count) in enumerate(zip(streams, counts.tolist())):
             frames.append(x[row, :count])
@@ -263,8 +265,7 @@ class CacheAwareStreamingEncoder:
         ``[1, H, 2 total - 1, d_k]``: the same at every chunk (they depend on the weights only), so computed once
         (again if a ``linear_pos`` weight changes in place)."""
         layers = self.model.encoder.layers
-        weights = [layer.self_attn.linear_pos.weight for layer in layers]
-        versions = tuple(w._version for w in weights) + tuple(id(w) for w in weights)
+        versions = tuple(_weights_version(layer.self_attn.linear_pos) for layer in layers)
         key = (total, dtype, device)
         held = self._positions.get(key)
         if held is None or held[0] != versions:
@@ -275,6 +276,13 @@ class CacheAwareStreamingEncoder:
                 projections.append(attn.linear_pos(embeddings).view(1, -1, attn.h, attn.d_k).transpose(1, 2))
             held = self._positions[key] = (versions, projections)
         return held[1]
+
+
+def _weights_version(layer: nn.Module) -> tuple[int, int]:
+    """What changes when ``layer``'s weights do: a float layer's weight tensor and its in-place version; an int8
+    layer (:mod:`transdec.model.quantization`), whose weights are fixed, the layer itself."""
+    weight = layer._parameters.get("weight") if isinstance(layer, nn.Linear) else None
+    return (id(layer), -1) if weight is None else (id(weight), weight._version)
 
 
 def _window_mask(first: Tensor, lengths: Tensor, frames: int) -> Tensor:
@@ -297,8 +305,8 @@ def _cached_attention(attn: RelPositionAttention, queries: Tensor, keys_values: 
     q_u = (q + attn.pos_bias_u).transpose(1, 2)
     q_v = (q + attn.pos_bias_v).transpose(1, 2)
     content = torch.matmul(q_u, k.transpose(-2, -1))  # [B, H, T, C + T]
-    position = _rel_shift(torch.matmul(q_v, p.transpose(-2, -1)))[..., :total]
-    out = _masked_softmax_average(content + position, allowed, v, math.sqrt(attn.d_k))
+    position = _rel_shift(torch.matmul(q_v, p.transpose(-2, -1)), total)
+    out = _masked_softmax_average(content.add_(position), allowed, v, math.sqrt(attn.d_k))
     return attn.linear_out(out.transpose(1, 2).reshape(batch, frames, attn.h * attn.d_k))
 
 

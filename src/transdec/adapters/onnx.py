@@ -168,13 +168,15 @@ class OnnxTransducer(Transcribing):
 
 
 
-def load_onnx(path: str | os.PathLike[str], num_threads: int = 1, front_end: str = "model",
+def load_onnx(path: str | os.PathLike[str], num_threads: int | None = None, front_end: str = "model",
               variant: str = "fp32") -> OnnxTransducer:
     """Load an ONNX Transducer directory (see the module docstring).
 
     Args:
-        num_threads: ONNX Runtime intra-op threads per session (1 is fastest for the small per-label calls of
-            decoding).
+        num_threads: ONNX Runtime intra-op threads of the encoder's session (default: PyTorch's thread count,
+            which a PyTorch encoder would use). The decoder's and joiner's sessions take one: decoding calls them
+            with a few rows at a time, where more threads only wait for each other (docs/gpu.md, "CPU
+            settings").
         front_end: what :meth:`OnnxTransducer.encode` computes: ``"model"``, the features the export's metadata
             names (exactly PyTorch's for transdec's exports; sherpa-onnx's for icefall-format exports, which is
             what icefall trains on); ``"sherpa"``, the features sherpa-onnx computes for this layout
@@ -194,11 +196,13 @@ def load_onnx(path: str | os.PathLike[str], num_threads: int = 1, front_end: str
 
     directory = Path(path)
     files = find_parts(directory, variant)
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = num_threads
-    options.inter_op_num_threads = 1
+    if num_threads is None:
+        num_threads = torch.get_num_threads()
     sessions = {}
     for part, file in files.items():
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = num_threads if part == "encoder" else 1
+        options.inter_op_num_threads = 1
         try:
             sessions[part] = ort.InferenceSession(str(file), options, providers=["CPUExecutionProvider"])
         except Exception as error:  # ONNX Runtime's own load errors

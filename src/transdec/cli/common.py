@@ -17,6 +17,7 @@ from transdec.cli.argtypes import attention_window, milliseconds, seconds
 from transdec.cli.fusions import boost_options, with_fusions
 from transdec.long_audio import GLOBAL_ATTENTION_CONTEXT_SECONDS as GLOBAL_CONTEXT
 from transdec.long_audio import ChunkingConfig
+from transdec.model.quantization import QUANTIZATIONS
 from transdec.model.transducer_model import DEFAULT_CUDA_LENGTH_POLICY, LENGTH_POLICIES
 
 MODEL_HELP = ("bundled model name, model file, .nemo checkpoint, ONNX export directory, or a Hugging Face Hub "
@@ -40,10 +41,15 @@ def add_group_parser(subparsers: argparse._SubParsersAction, group: tuple[str, s
 
 
 def add_model_argument(p: argparse.ArgumentParser) -> None:
-    """``--model``, for the commands that run a model (the bundled tiny one unless told), and
-    ``--onnx-variant``."""
+    """``--model``, for the commands that run a model (the bundled tiny one unless told), ``--onnx-variant`` and
+    ``--quantize``."""
     p.add_argument("--model", default="tiny-en-rnnt", help=MODEL_HELP + " (default: %(default)s)")
     add_onnx_variant_argument(p)
+    p.add_argument("--quantize", choices=QUANTIZATIONS, default=None,
+                   help="int8: the encoder's and joint's matrix products in int8 (PyTorch models on a CPU: int8 "
+                        "weights, each input quantized as it comes; not exact, see docs/cpu.md). ONNX exports: "
+                        "--onnx-variant int8 loads their int8 graphs. --compute-dtype bfloat16 runs a PyTorch "
+                        "model's encoder in bfloat16 instead")
 
 
 def add_onnx_variant_argument(p: argparse.ArgumentParser) -> None:
@@ -151,7 +157,8 @@ def load_model_of(args: argparse.Namespace):
     from transdec.model.transducer_model import TransducerModel
 
     try:
-        model = load_model(args.model, device=args.device, front_end=args.front_end, onnx_variant=args.onnx_variant)
+        model = load_model(args.model, device=args.device, front_end=args.front_end, onnx_variant=args.onnx_variant,
+                           quantize=args.quantize, compute_dtype=encoder_compute_dtype(args))
     except ImportError as error:  # an optional part: the ONNX runtime, kaldi-native-fbank
         extra = "sherpa" if args.front_end == "sherpa" or error.name == "kaldi_native_fbank" else "onnx"
         hint = "" if "pip install" in str(error) else f" (pip install 'transdec[{extra}]')"
@@ -163,6 +170,14 @@ def load_model_of(args: argparse.Namespace):
             raise ValueError(f"--local-attention is for NeMo models; {args.model} is not one")
         model.use_local_attention(*args.local_attention)
     return model
+
+
+def encoder_compute_dtype(args: argparse.Namespace) -> torch.dtype | None:
+    """The encoder's dtype the flags ask for: ``--compute-dtype bfloat16`` (a decoding option: the predictor and
+    joint's dtype) runs a PyTorch model's encoder in bfloat16 too, unless ``--quantize`` makes it int8; any other
+    value leaves the encoder as loaded."""
+    dtype = vars(args).get("decoding_option.compute_dtype", vars(args).get("compute_dtype"))
+    return dtype if dtype == torch.bfloat16 and getattr(args, "quantize", None) is None else None
 
 
 def check_strategies_fit(model, decodings: list) -> None:

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import argparse
 
+import torch
+
 from transdec.cli.argtypes import at_least, look_ahead, milliseconds
 from transdec.cli.common import (add_buffered_arguments, add_device_argument, add_model_argument, buffered_options,
-                                 device_problem, fail, require_one_strategy)
+                                 device_problem, encoder_compute_dtype, fail, require_one_strategy)
 from transdec.cli.fusions import (add_boost_arguments, add_lm_arguments, boost_options, lm_problem,
                                   require_one_lm_weight, with_fusions)
 from transdec.decoding.flags import add_decoding_arguments, decoding_configs
@@ -29,6 +31,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--att-context-size", type=look_ahead, default=None, metavar="LEFT,RIGHT",
                    help="cache-aware NeMo models: the look-ahead, one the model was trained with, e.g. 70,6 (chunks "
                         "of RIGHT + 1 frames; default the model's first); they ignore the three options above")
+    p.add_argument("--compute-dtype", type=_encoder_dtype, default=None, metavar="{float32,bfloat16}",
+                   help="the encoder's dtype: bfloat16 (PyTorch models; fast on CPUs with AVX-512 BF16 or AMX, not "
+                        "exact, see docs/cpu.md) or float32 (default: the model's)")
     p.add_argument("--max-streams", type=at_least(1), default=None,
                    help="streams at once; more files wait for a free one (default: the files, at most 32)")
     add_lm_arguments(p)
@@ -44,6 +49,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--mic-device", default=None, help="sounddevice input name or index (default: the default)")
     p.add_argument("--seconds", type=float, default=None, help="with --mic: stop after this long (default: Ctrl-C)")
     add_decoding_arguments(p, default=None, strategies=streaming_strategies(), leave_out=IGNORED_OPTIONS)
+
+
+def _encoder_dtype(text: str) -> torch.dtype:
+    dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+    if text not in dtypes:
+        raise argparse.ArgumentTypeError(f"choose from {', '.join(dtypes)}")
+    return dtypes[text]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -64,7 +76,8 @@ def run(args: argparse.Namespace) -> int:
         streaming_config(decodings[0])  # a strategy that does not stream is refused here, naming those that do
         boost = boost_options(args)
         model = load_model(args.model, device=args.device, att_context_size=args.att_context_size,
-                           onnx_variant=args.onnx_variant)
+                           onnx_variant=args.onnx_variant, quantize=args.quantize,
+                           compute_dtype=encoder_compute_dtype(args))
         decodings = with_fusions(args, model, decodings, boost)
         options = StreamingOptions(
             max_streams=args.max_streams or min(max(1, len(args.paths)), 32),

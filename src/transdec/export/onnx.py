@@ -5,6 +5,11 @@ files, ``tokens.txt`` and the metadata sherpa-onnx reads.
 
     out/encoder.onnx  out/decoder.onnx  out/joiner.onnx  out/tokens.txt  [out/tokenizer.model]
 
+and, for a model whose encoder weighs more than protobuf's 2 GiB allow in one file (parakeet-tdt-0.6b: 2.4 GB),
+the encoder's weights beside it in ``out/encoder.weights``, as sherpa-onnx's own exports of such models have them.
+``quantize="int8"`` (``--quantize int8``) adds ``encoder.int8.onnx``, ``decoder.int8.onnx`` and ``joiner.int8.onnx``
+(:mod:`transdec.export.onnx_quantize`).
+
 Layouts (graph inputs and outputs in :mod:`transdec.export.onnx_graphs`):
 
 * LSTM predictors (RNN-T, TDT, multi-blank): NeMo's transducer layout, run by sherpa-onnx with
@@ -31,6 +36,7 @@ import copy
 import dataclasses
 import json
 import os
+import shutil
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -72,10 +78,16 @@ class OnnxExport:
 
 
 def export_onnx(model: Any, out_dir: str | os.PathLike[str], *, max_frames: int = DEFAULT_MAX_FRAMES,
-                opset: int = OPSET) -> OnnxExport:
+                opset: int = OPSET, quantize: str | None = None) -> OnnxExport:
     """Export ``model`` (a :class:`~transdec.model.transducer_model.TransducerModel` or a
     :class:`~transdec.adapters.nemo.NemoTransducer`) to ``out_dir``; see the module docstring for what is written.
+
+    ``quantize="int8"`` also writes ``encoder.int8.onnx``, ``decoder.int8.onnx`` and ``joiner.int8.onnx``
+    (:func:`transdec.export.onnx_quantize.quantize_export`), which sherpa-onnx and ``load_model(out_dir,
+    onnx_variant="int8")`` load.
     """
+    if quantize not in (None, "int8"):
+        raise ValueError(f"quantize must be 'int8' or None, got {quantize!r}")
     try:
         import onnx  # the exporter's dependency, imported only when exporting
     except ImportError as error:
@@ -164,7 +176,12 @@ def export_onnx(model: Any, out_dir: str | os.PathLike[str], *, max_frames: int 
     tokenizer = getattr(model, "tokenizer", None)
     if tokenizer is not None and hasattr(tokenizer, "save"):
         tokenizer.save(out / "tokenizer.model")  # the sentencepiece model: text and word starts for transdec
-    return OnnxExport(out, paths["encoder"], paths["decoder"], paths["joiner"], tokens_path, layout)
+    export = OnnxExport(out, paths["encoder"], paths["decoder"], paths["joiner"], tokens_path, layout)
+    if quantize == "int8":
+        from transdec.export.onnx_quantize import quantize_export
+
+        quantize_export(export)
+    return export
 
 
 def _float32_cpu_eval_copy(model: Any) -> Any:
@@ -177,23 +194,54 @@ def _float32_cpu_eval_copy(model: Any) -> Any:
     return copy.deepcopy(model).float().cpu().eval()
 
 
+#: Graphs whose weights pass this many bytes keep them in a side file: protobuf caps a message at 2 GiB.
+EXTERNAL_DATA_BYTES = 1_900_000_000
+
+
+def external_data_name(path: Path) -> str:
+    """The side file of a graph too large for one file: ``encoder.weights`` for ``encoder.onnx``, as sherpa-onnx's
+    exports of parakeet-sized models name it."""
+    return path.name.removesuffix(".onnx") + ".weights"
+
+
 def _export(module: nn.Module, args: tuple, path: Path, inputs: list[str], outputs: list[str],
             dynamic_axes: dict[str, dict[int, str]], opset: int) -> None:
-    """Trace ``module`` into one self-contained ONNX file (weights inside, no external-data file)."""
+    """Trace ``module`` into one ONNX file with its weights inside, or, past :data:`EXTERNAL_DATA_BYTES` of
+    weights (a parakeet-sized encoder: 2.4 GB), into ``path`` and one side file (:func:`external_data_name`).
+
+    The exporter writes a large graph's weights as a file per tensor, so it writes into a folder of its own,
+    from which :func:`_add_metadata` saves the graph in place."""
+    staging = path.parent / f".{path.stem}.export"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir()
     with warnings.catch_warnings():
         # The tracer warns about every Python-level shape read; the dynamic axes are checked by the tests instead.
         warnings.simplefilter("ignore")
-        torch.onnx.export(module.eval(), args, str(path), input_names=inputs, output_names=outputs,
+        torch.onnx.export(module.eval(), args, str(staging / path.name), input_names=inputs, output_names=outputs,
                           dynamic_axes=dynamic_axes, opset_version=opset, dynamo=False, do_constant_folding=True)
 
 
 def _add_metadata(onnx: Any, path: Path, metadata: dict[str, str]) -> None:
-    proto = onnx.load(str(path))
+    """Move the graph :func:`_export` staged to ``path`` with ``metadata``, its weights inside unless too large."""
+    staging = path.parent / f".{path.stem}.export"
+    proto = onnx.load(str(staging / path.name))  # with its external weights, if the exporter wrote any
     del proto.metadata_props[:]
     for key, value in metadata.items():
         entry = proto.metadata_props.add()
         entry.key, entry.value = key, str(value)
-    onnx.save(proto, str(path))
+    weights = sum(len(t.raw_data) for t in proto.graph.initializer)
+    side = path.parent / external_data_name(path)
+    side.unlink(missing_ok=True)  # onnx appends to an existing side file
+    if weights > EXTERNAL_DATA_BYTES:
+        onnx.save(proto, str(path), save_as_external_data=True, all_tensors_to_one_file=True, location=side.name,
+                  size_threshold=1024)
+        umask = os.umask(0)
+        os.umask(umask)
+        side.chmod(0o666 & ~umask)  # onnx creates it readable by its owner only; the graph beside it is not
+    else:
+        onnx.save(proto, str(path))
+    del proto
+    shutil.rmtree(staging, ignore_errors=True)
 
 
 def _piece(model: Any, token_id: int) -> str:

@@ -73,6 +73,9 @@ class ConformerEncoder(nn.Module):
                                            config.subsampling, config.subsampling_channels)
         self.blocks = nn.ModuleList(ConformerBlock(config) for _ in range(config.num_layers))
         self.rotary = RotaryEmbedding(config.model_dim // config.num_heads)
+        #: The dtype the output is handed on in, where it differs from the weights' (None: theirs): a bfloat16
+        #: encoder feeding a float32 decoder (:mod:`transdec.model.quantization`).
+        self.output_dtype: torch.dtype | None = None
 
     @property
     def output_dim(self) -> int:
@@ -109,7 +112,8 @@ class ConformerEncoder(nn.Module):
         cos, sin = self.rotary(frames, x.device, x.dtype)
         for block in self.blocks:
             x = block(x, valid, attend, cos, sin)
-        return x * valid.unsqueeze(-1).to(x.dtype), lengths
+        x = x * valid.unsqueeze(-1).to(x.dtype)
+        return (x if self.output_dtype is None else x.to(self.output_dtype)), lengths
 
 
 class ConformerBlock(nn.Module):

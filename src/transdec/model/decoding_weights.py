@@ -17,14 +17,15 @@ from torch import Tensor, nn
 def transposed(module: nn.Module, name: str) -> Tensor:
     """``module``'s parameter ``name`` transposed (``[in, out]``): a contiguous copy cached on the module when
     autograd is off (decoding) and the tensor is on a CPU, else the transposed view (with autograd on, a frozen
-    weight may still be saved for another input's gradient, and a copy made under inference mode cannot be).
+    weight may still be saved for another input's gradient, and a copy made under inference mode cannot be; in a
+    trace, the exported graph must read the parameter).
 
     The copy is rebuilt whenever the parameter changes: in-place updates (optimiser steps, ``load_state_dict``)
     bump its version, moves and casts reallocate it. Parameters made under inference mode have no version
     counter, so they get the view.
     """
     weight = module._parameters[name]
-    if weight.device.type != "cpu" or weight.is_inference() or torch.is_grad_enabled():
+    if weight.device.type != "cpu" or weight.is_inference() or torch.is_grad_enabled() or torch.jit.is_tracing():
         return weight.t()
     key = (weight._version, weight.data_ptr(), weight.dtype)
     cache = module.__dict__.setdefault("_transposed_weights", {})
@@ -35,8 +36,11 @@ def transposed(module: nn.Module, name: str) -> Tensor:
     return cached[1]
 
 
-def linear(x: Tensor, module: nn.Linear) -> Tensor:
-    """``module(x)`` for ``x [..., in]``, with the weight from :func:`transposed`."""
+def linear(x: Tensor, module: nn.Module) -> Tensor:
+    """``module(x)`` for ``x [..., in]``, with the weight from :func:`transposed` for an ``nn.Linear`` (another
+    layer, e.g. an int8 one of :mod:`transdec.model.quantization`, is called as it is)."""
+    if not isinstance(module, nn.Linear):
+        return module(x)
     weight, bias = module._parameters["weight"], module._parameters["bias"]
     weight_t = transposed(module, "weight")
     if weight_t.data_ptr() == weight.data_ptr():  # no copy here: nn.Linear's own path

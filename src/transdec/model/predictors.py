@@ -116,9 +116,10 @@ class LSTMPredictor(nn.Module):
         # Direct dictionary access: nn.Module attribute lookup costs microseconds, and this runs per label.
         lstm = self.lstm._parameters
         weights = (self.embedding._parameters["weight"], lstm["weight_ih_l0"], lstm["bias_ih_l0"], lstm["bias_hh_l0"])
-        # Computed directly when gradients must flow, and for weights made under inference mode, which have
-        # no version counter to tell when the table is stale.
-        if (torch.is_grad_enabled() and any(w.requires_grad for w in weights)) or weights[0].is_inference():
+        # Computed directly when gradients must flow, for weights made under inference mode, which have no version
+        # counter to tell when the table is stale, and in an ONNX export's trace, whose graph must read the weights.
+        if ((torch.is_grad_enabled() and any(w.requires_grad for w in weights)) or weights[0].is_inference()
+                or torch.jit.is_tracing()):
             return torch.addmm(self._bias(0), self.embedding(labels), self.lstm.weight_ih_l0.t())
         # In-place updates (optimizer steps, load_state_dict) bump _version; moves and casts reallocate.
         key = [(w._version, w.data_ptr()) for w in weights]

@@ -190,7 +190,8 @@ class TransducerModel(Transcribing, nn.Module):
         frames = self.features.num_frames(waveforms.shape[1])
         if frames == 0:  # the encoder cannot run on no frames
             features, frame_counts = self.features(waveforms, lengths)  # checks the inputs, counts 0 frames
-            return features.new_zeros(features.shape[0], 0, self.encoder.output_dim, dtype=self._dtype), frame_counts
+            dtype = self.encoder.output_dtype or self._dtype
+            return features.new_zeros(features.shape[0], 0, self.encoder.output_dim, dtype=dtype), frame_counts
         if policy in ("pad", "pad_no_cudnn") and frames > 0:
             # Pad the samples to exactly the bucket's frames, so that the features' FFTs see repeated shapes
             # too. The features of the real frames do not read past their samples.
