@@ -180,7 +180,6 @@ class WindSearch(BatchedBeamSearch):
         is one) keep over their window, after feeding them their pending tokens, at most ``K`` landing at each
         window position and ``K`` whole-window blanks; and the fed states (bank 1: predictor state and projection
         ``[B*K, J]``, scorer states)."""
-        state, head = self.state, self.head
         predictor_state, projection, scorer_state = self._fed_states(taken, valid)
         scored, inside = self._window_scores(t, projection, scorer_state, valid)
         tokens, whole_window = self._chain_expansions(t, taken, valid, scored, inside)
