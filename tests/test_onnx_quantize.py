@@ -55,6 +55,31 @@ def test_int8_variant_loads_and_reads_the_example(int8_exports):
     assert float((a - b).norm() / b.norm()) < 0.1  # one scale per weight tensor: coarser than PyTorch's int8
 
 
+def test_an_int8_joiner_scores_each_row_as_alone_and_batches_decode(int8_exports):
+    """An int8 joiner quantizes a call's input with one scale, so it is run a row at a time: a row's scores are
+    those it gets alone, which batched label-looping needs (it scores the rows that found a token again, and read
+    the blank as their label when the other rows changed the scale)."""
+    directory = int8_exports["tiny-en-rnnt"]
+    int8 = transdec.load_model(directory, onnx_variant="int8")
+    assert int8.joint.one_row_per_call and not transdec.load_model(directory).joint.one_row_per_call
+    generator = torch.Generator().manual_seed(0)
+    enc = torch.randn(5, int8.joint.project_encoder(torch.zeros(1, 0)).shape[-1] or 1, generator=generator)
+    pred = torch.randn(5, 1, generator=generator)
+    enc = torch.randn(5, _input_width(int8.joint, 0), generator=generator) * torch.tensor([1, 1, 50, 1, 1.0])[:, None]
+    pred = torch.randn(5, _input_width(int8.joint, 1), generator=generator)
+    together = int8.joint.combine(enc, pred)
+    alone = torch.cat([int8.joint.combine(enc[i: i + 1], pred[i: i + 1]) for i in range(5)])
+    assert torch.equal(together, alone)
+    audio = example_audio()
+    texts = [t.text for t in int8.transcribe(audio * 4, batch_size=len(audio) * 4)]
+    assert texts[0] == LOGIC_TEXT and len(texts) == len(audio) * 4
+
+
+def _input_width(joint, index: int) -> int:
+    shape = joint.session.get_inputs()[index].shape
+    return next(d for d in shape[1:] if isinstance(d, int))
+
+
 def test_sherpa_onnx_runs_the_int8_files_as_transdec_does(int8_exports):
     """One recording at a time (int8 activations are quantized per call, so a batch changes them), sherpa-onnx's
     greedy tokens from the int8 files are transdec's over ONNX Runtime with sherpa-onnx's features, but for the

@@ -353,8 +353,9 @@ class FullAttention:
         allowed = valid[:, None, :] & valid[:, :, None]  # [B, T, T]
         positions = torch.arange(frames, device=valid.device)
         allowed = (allowed & context_mask(positions, positions, context, style)).unsqueeze(1)  # [B, 1, T, T]
-        # Nothing masked (no padding, no context limit): the masking passes over [B, H, T, T] are skipped.
-        self.allowed = None if bool(allowed.all()) else allowed
+        # Nothing masked (no padding, no context limit): the masking passes over [B, H, T, T] are skipped; an
+        # export's trace keeps them, since the traced graph serves every batch.
+        self.allowed = allowed if torch.jit.is_tracing() or not bool(allowed.all()) else None
 
     def attend(self, q_u: Tensor, q_v: Tensor, k: Tensor, v: Tensor, p: Tensor) -> Tensor:
         frames = q_u.shape[2]
@@ -448,6 +449,9 @@ def _rel_shift(x: Tensor, keys: int) -> Tensor:
     Q - 1 - i + j]``, the position of key ``j`` from query ``i``. NeMo pads, reshapes and slices; the entries it
     keeps are these, read here as a strided view of ``x``, so nothing is copied."""
     batch, heads, queries, positions = x.shape
+    if torch.jit.is_tracing():  # an ONNX export: as_strided does not export, NeMo's padding and reshapes do
+        x = F.pad(x, (1, 0)).view(batch, heads, -1, queries)
+        return x[:, :, 1:].view(batch, heads, queries, positions)[..., :keys]
     if keys > positions - queries + 1:
         raise ValueError(f"relative shift of {positions} positions for {queries} queries gives at most "
                          f"{positions - queries + 1} keys, not {keys}")

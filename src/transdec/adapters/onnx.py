@@ -219,7 +219,9 @@ def load_onnx(path: str | os.PathLike[str], num_threads: int | None = None, fron
         if tokenizer.vocab_size != info.head.num_tokens:
             raise ValueError(f"{directory}/tokenizer.model has {tokenizer.vocab_size} tokens but the model has "
                              f"{info.head.num_tokens}")
-    joint = OnnxJoint(sessions["joiner"], info.layout, info.head)
+    # An int8 joiner (sherpa-onnx's name for one) is run a pair at a time: see OnnxJoint.
+    joint = OnnxJoint(sessions["joiner"], info.layout, info.head,
+                      one_row_per_call=files["joiner"].name.endswith(".int8.onnx"))
     features = _front_end(info.front_end) if front_end == "model" else sherpa_front_end(info.layout, info.front_end)
     return OnnxTransducer(info, sessions["encoder"], predictor, joint, tokenizer, features)
 

@@ -92,10 +92,16 @@ class OnnxStatelessPredictor:
 class OnnxJoint:
     """The joiner session behind :class:`~transdec.protocol.Joint`. The projections are inside the joiner (NeMo
     layout) or the encoder and decoder (icefall layout), so ``project_*`` pass their input through and
-    :meth:`combine` runs the joiner on the broadcast pairs."""
+    :meth:`combine` runs the joiner on the broadcast pairs.
 
-    def __init__(self, session: Any, layout: str, head: HeadSpec) -> None:
+    ``one_row_per_call``: run the joiner on one pair at a time. An int8 joiner quantizes its whole input with one
+    scale per call, so a pair's scores would depend on the other pairs of the call; the batched searches need a
+    hypothesis' scores to be the same whichever rows it is scored with (label-looping scores the rows that found
+    a token again, and could read the blank as their label)."""
+
+    def __init__(self, session: Any, layout: str, head: HeadSpec, one_row_per_call: bool = False) -> None:
         self.session, self.layout, self.head = session, layout, head
+        self.one_row_per_call = one_row_per_call
         self.inputs = [i.name for i in session.get_inputs()]
         # icefall: output i of the joiner is transdec output order[i]; invert it once.
         self.restore: Tensor | None = None
@@ -118,15 +124,22 @@ class OnnxJoint:
             return torch.zeros(*shape, self.head.num_outputs)
         enc = encoder_proj.expand(*shape, encoder_proj.shape[-1]).reshape(count, -1)
         pred = predictor_proj.expand(*shape, predictor_proj.shape[-1]).reshape(count, -1)
+        if self.one_row_per_call and count > 1:
+            out = torch.cat([self._run(enc[i: i + 1], pred[i: i + 1]) for i in range(count)])
+        else:
+            out = self._run(enc, pred)
+        if self.restore is not None:
+            out = out.index_select(1, self.restore)
+        return out.reshape(*shape, out.shape[-1])
+
+    def _run(self, enc: Tensor, pred: Tensor) -> Tensor:
+        """The joiner's logits ``[N, C]`` of ``enc [N, D]`` and ``pred [N, H]``."""
         if self.layout == "nemo":
             feeds = {self.inputs[0]: numpy_of(enc.unsqueeze(-1)), self.inputs[1]: numpy_of(pred.unsqueeze(-1))}
         else:
             feeds = {self.inputs[0]: numpy_of(enc), self.inputs[1]: numpy_of(pred)}
         (logits,) = self.session.run(None, feeds)
-        out = torch.from_numpy(logits).reshape(count, -1)
-        if self.restore is not None:
-            out = out.index_select(1, self.restore)
-        return out.reshape(*shape, out.shape[-1])
+        return torch.from_numpy(logits).reshape(enc.shape[0], -1)
 
 
 def _broadcast_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
