@@ -25,16 +25,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 import transdec  # noqa: E402
+from transdec.metrics import sequence_edits  # noqa: E402
 from transdec.model.quantization import cpu_has_bfloat16  # noqa: E402
-
-
-def edit_distance(a: list[int], b: list[int]) -> int:
-    row = list(range(len(b) + 1))
-    for i, x in enumerate(a, 1):
-        previous, row[0] = row[0], i
-        for j, y in enumerate(b, 1):
-            previous, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, previous + (x != y))
-    return row[-1]
 
 
 def decode_clips(model, clips: list[torch.Tensor]) -> tuple[list[torch.Tensor], list[list[int]]]:
@@ -77,7 +69,7 @@ def main() -> None:
                 frames, tokens = decode_clips(transdec.load_model(str(path), **options), clips)
                 error = (torch.cat(frames) - torch.cat(reference_frames)).norm() / torch.cat(reference_frames).norm()
                 same = sum(a == b for a, b in zip(tokens, reference))
-                edits = sum(edit_distance(a, b) for a, b in zip(tokens, reference))
+                edits = sum(sequence_edits(a, b) for a, b in zip(tokens, reference))
                 print(f"| {path.stem} | {name} | {error:.4f} | {same}/{len(clips)} | {edits}/{count} "
                       f"({100 * edits / max(1, count):.1f}%) |", flush=True)
 

@@ -13,6 +13,7 @@ import transdec  # noqa: E402
 from onnx_helpers import MODELS, example_audio, model  # noqa: E402
 from transdec.export import onnx as onnx_export  # noqa: E402
 from transdec.export.onnx import export_onnx  # noqa: E402
+from transdec.metrics import sequence_edits  # noqa: E402
 
 LOGIC_TEXT = "logic is a systematic method of coming to the wrong conclusion with confidence"
 INT8_FILES = ["decoder.int8.onnx", "encoder.int8.onnx", "joiner.int8.onnx"]
@@ -100,19 +101,10 @@ def test_sherpa_onnx_runs_the_int8_files_as_transdec_does(int8_exports):
         recognizer.decode_stream(stream)
         got = loaded.transcribe([samples], config, batch_size=1)[0]
         pieces = [loaded.tokenizer.id_to_piece(t).replace("▁", " ") for t in got.tokens]
-        edits += _edit_distance(pieces, list(stream.result.tokens))
+        edits += sequence_edits(pieces, list(stream.result.tokens))
         total += len(stream.result.tokens)
         same += pieces == list(stream.result.tokens)
     assert same >= 2 and edits <= 0.1 * total, (same, edits, total)
-
-
-def _edit_distance(a: list, b: list) -> int:
-    row = list(range(len(b) + 1))
-    for i, x in enumerate(a, 1):
-        previous, row[0] = row[0], i
-        for j, y in enumerate(b, 1):
-            previous, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, previous + (x != y))
-    return row[-1]
 
 
 def test_a_large_encoder_keeps_its_weights_beside_it(tmp_path, monkeypatch):

@@ -468,10 +468,17 @@ def test_a_bad_stream_config_is_an_error_and_a_close(server):
     assert closed.value.rcvd.code == 1003
 
 
-def test_a_strategy_that_does_not_stream_serves_requests_and_refuses_streams_naming_those_that_do(model):
+@pytest.mark.parametrize("strategy, options, reason", [
+    ("beam_maes", {"beam_size": 2}, "'beam_maes' does not stream; strategies that stream: greedy_label"),
+    ("beam_alsd_pp", {"keep_greedy": True}, "keep_greedy is not offered when streaming"),
+], ids=["strategy", "option"])
+def test_decoding_that_does_not_stream_serves_requests_and_refuses_streams_saying_why(model, strategy, options,
+                                                                                      reason):
+    """A strategy that does not stream (the reason names those that do), or an option of one that does which its
+    stream search refuses: requests are served, and the WebSocket says why and closes with 1008."""
     from transdec.decoding import DecodingConfig
 
-    live = LiveServer(create_app(model, ServeOptions(decoding=DecodingConfig("beam_maes", beam_size=2))))
+    live = LiveServer(create_app(model, ServeOptions(decoding=DecodingConfig(strategy, **options))))
     try:
         with open(MAKING, "rb") as f:
             assert live.client().audio.transcriptions.create(model="x", file=f).text
@@ -479,24 +486,7 @@ def test_a_strategy_that_does_not_stream_serves_requests_and_refuses_streams_nam
             error = json.loads(ws.recv())
             with pytest.raises(ConnectionClosed) as closed:
                 ws.recv()
-        assert "'beam_maes' does not stream; strategies that stream: greedy_label" in error["message"]
-        assert closed.value.rcvd.code == 1008
-    finally:
-        live.stop()
-
-
-def test_an_option_that_does_not_stream_serves_requests_and_refuses_streams_saying_why(model):
-    from transdec.decoding import DecodingConfig
-
-    live = LiveServer(create_app(model, ServeOptions(decoding=DecodingConfig("beam_alsd_pp", keep_greedy=True))))
-    try:
-        with open(MAKING, "rb") as f:
-            assert live.client().audio.transcriptions.create(model="x", file=f).text
-        with websockets_sync.connect(live.url.replace("http", "ws") + "/v1/audio/stream") as ws:
-            error = json.loads(ws.recv())
-            with pytest.raises(ConnectionClosed) as closed:
-                ws.recv()
-        assert "keep_greedy is not offered when streaming" in error["message"]
+        assert reason in error["message"]
         assert closed.value.rcvd.code == 1008
     finally:
         live.stop()

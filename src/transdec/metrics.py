@@ -39,6 +39,16 @@ def word_error_rate(references: Sequence[str], hypotheses: Sequence[str]) -> flo
     return word_errors(references, hypotheses).wer
 
 
+def sequence_edits(reference: Sequence[object], hypothesis: Sequence[object]) -> int:
+    """The edit distance between two sequences of any hashable items (tokens, ids, pieces with spaces in them),
+    counted by jiwer as word errors of the items numbered."""
+    numbers: dict[object, int] = {}
+    reference_words, hypothesis_words = (" ".join(str(numbers.setdefault(item, len(numbers))) for item in sequence)
+                                         for sequence in (reference, hypothesis))
+    errors = word_errors([reference_words], [hypothesis_words])
+    return errors.substitutions + errors.deletions + errors.insertions
+
+
 # ------------------------------------------------------------------------------------------------ key phrases
 
 
