@@ -2,8 +2,10 @@
 
 Systems (each in a process of its own, so that its peak memory is its own):
 
-* ``transdec-fp32``, ``transdec-bf16`` (where the CPU has bfloat16 instructions), ``transdec-int8``: PyTorch,
-  ``transdec.load_model(NEMO, quantize="int8" | compute_dtype=torch.bfloat16)``, greedy label-looping;
+* ``transdec-fp32``, ``transdec-bf16`` (where the CPU has bfloat16 instructions), ``transdec-int8``,
+  ``transdec-int8-bf16`` (int8 products, bfloat16 attention; where the CPU has bfloat16 instructions): PyTorch,
+  ``transdec.load_model(NEMO, quantize="int8", compute_dtype=torch.bfloat16)`` or either alone, greedy
+  label-looping;
 * ``ort-fp32``, ``ort-int8``: transdec over ONNX Runtime on the model's export (``transdec export onnx
   --quantize int8``), the same decoding;
 * ``sherpa-fp32``, ``sherpa-int8``: sherpa-onnx's ``OfflineRecognizer`` on the same export files, greedy search,
@@ -47,8 +49,8 @@ ROOT = Path(__file__).resolve().parent.parent
 # This folder holds bench/onnx.py, which would shadow the onnx package.
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
-SYSTEMS = ("transdec-fp32", "transdec-bf16", "transdec-int8", "ort-fp32", "ort-int8", "sherpa-fp32", "sherpa-int8",
-           "nemo", "ggml-q8_0", "ggml-q4_k_m")
+SYSTEMS = ("transdec-fp32", "transdec-bf16", "transdec-int8", "transdec-int8-bf16", "ort-fp32", "ort-int8",
+           "sherpa-fp32", "sherpa-int8", "nemo", "ggml-q8_0", "ggml-q4_k_m")
 #: The float32 counterpart whose texts each system's are compared with.
 REFERENCE = {"sherpa-int8": "sherpa-fp32", "sherpa-fp32": "sherpa-fp32"}
 CLIPS = ("espeak_logic", "piper_allens_axiom", "piper_are_you_making_this_up")
@@ -131,7 +133,8 @@ def runner(system: str, nemo_path: str, onnx_dir: str, threads: int, gguf_dir: s
 
         import transdec
 
-        options = {"transdec-int8": {"quantize": "int8"}, "transdec-bf16": {"compute_dtype": torch.bfloat16}}
+        options = {"transdec-int8": {"quantize": "int8"}, "transdec-bf16": {"compute_dtype": torch.bfloat16},
+                   "transdec-int8-bf16": {"quantize": "int8", "compute_dtype": torch.bfloat16}}
         model = transdec.load_model(nemo_path, **options.get(system, {}))
         config = transdec.DecodingConfig("greedy_label")
         return lambda paths, batch: [t.text for t in model.transcribe(paths, config, batch_size=batch, chunking=None)]
@@ -280,7 +283,7 @@ def cpu_has_bfloat16() -> bool:
 def run(args: argparse.Namespace) -> list[Cell]:
     folder = Path(args.audio_dir or tempfile.mkdtemp(prefix="transdec-cpu-pipeline-"))
     recordings = make_recordings(folder, args.seconds, args.recordings)
-    systems = [s for s in args.systems if s != "transdec-bf16" or cpu_has_bfloat16()]
+    systems = [s for s in args.systems if not s.endswith("bf16") or cpu_has_bfloat16()]
     cells: list[Cell] = []
     for round_number in range(args.rounds):
         for name, nemo_path, onnx_dir, *gguf in args.model:

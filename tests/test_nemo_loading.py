@@ -277,3 +277,20 @@ def test_head_from_the_decoding_section_when_the_loss_section_is_missing(tmp_pat
     assert model.head.kind == "tdt" and model.head.durations == (0, 1, 2, 3, 4)
     path = repack("fc_multiblank", tmp_path / "no_loss_mb.nemo", lambda c: c.pop("loss"))
     assert transdec.load_model(str(path)).head.big_blank_durations == (2, 4)
+
+
+def test_full_attention_one_recording_at_a_time_gives_the_batch_values(clip, monkeypatch) -> None:
+    """Long recordings' full attention runs per recording (for the CPU's caches): the same frames, to float64
+    rounding, for a padded batch, as all recordings at once."""
+    from transdec.adapters import nemo_encoder
+
+    model = transdec.load_model(str(NEMO_FIXTURES / "fc_rnnt.nemo"), dtype=torch.float64)
+    lengths = torch.tensor([len(clip), len(clip) * 2 // 3, len(clip) // 3])
+    audio = torch.stack([torch.nn.functional.pad(clip[:n], (0, len(clip) - n)) for n in lengths.tolist()]).double()
+    with torch.inference_mode():
+        monkeypatch.setattr(nemo_encoder, "_PER_RECORDING_FRAMES", 10**9)
+        together, counts = model.encode(audio, lengths)
+        monkeypatch.setattr(nemo_encoder, "_PER_RECORDING_FRAMES", 1)
+        one_by_one, same_counts = model.encode(audio, lengths)
+    assert torch.equal(counts, same_counts)
+    torch.testing.assert_close(one_by_one, together, rtol=1e-12, atol=1e-12)

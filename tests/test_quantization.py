@@ -133,7 +133,30 @@ def test_nemo_checkpoints_in_int8_and_bfloat16(fixture):
         assert len(model.transcribe([audio[0].numpy()])) == 1
 
 
-@pytest.mark.parametrize("options", [{"quantize": "int8"}, {"compute_dtype": torch.bfloat16}])
+@pytest.mark.parametrize("fixture", ["fc_tdt", "fc_local_attn"])
+def test_nemo_int8_with_bfloat16_attention(fixture):
+    clips = torch.load(NEMO_FIXTURES / "clips.pt", weights_only=True)["samples"]
+    audio = clips[0].float()[None] / 32768.0
+    lengths = torch.tensor([audio.shape[1]])
+    path = str(NEMO_FIXTURES / f"{fixture}.nemo")
+    reference, _ = transdec.load_model(path).encode(audio, lengths)
+    model = transdec.load_model(path, quantize="int8", compute_dtype=torch.bfloat16)
+    attention = [m for m in model.encoder.modules() if hasattr(m, "attention_dtype")]
+    assert attention and all(m.attention_dtype == torch.bfloat16 for m in attention)
+    assert all(p.dtype == torch.float32 for p in model.encoder.parameters())  # the rest as int8 alone has it
+    encoded, _ = model.encode(audio, lengths)
+    assert encoded.dtype == torch.float32
+    assert _relative_error(encoded, reference) < 0.05
+
+
+def test_bundled_int8_with_bfloat16_attention_reads_the_example():
+    model = transdec.load_model("tiny-en-rnnt", quantize="int8", compute_dtype=torch.bfloat16)
+    assert all(m.attention_dtype == torch.bfloat16 for m in model.encoder.modules() if hasattr(m, "attention_dtype"))
+    assert model.transcribe([LOGIC])[0].text == LOGIC_TEXT
+
+
+@pytest.mark.parametrize("options", [{"quantize": "int8"}, {"compute_dtype": torch.bfloat16},
+                                     {"quantize": "int8", "compute_dtype": torch.bfloat16}])
 def test_cache_aware_streaming_in_int8_and_bfloat16(options):
     """The streaming encoder reads the same modules: its chunks stay near the float32 model's."""
     path = str(NEMO_FIXTURES / "fc_streaming_rnnt.nemo")
@@ -158,8 +181,6 @@ def test_cache_aware_streaming_in_int8_and_bfloat16(options):
 def test_refusals():
     with pytest.raises(ValueError, match="int8"):
         transdec.load_model("tiny-en-rnnt", quantize="int4")
-    with pytest.raises(ValueError, match="do not combine"):
-        transdec.load_model("tiny-en-rnnt", quantize="int8", compute_dtype=torch.bfloat16)
     with pytest.raises(ValueError, match="compute_dtype"):
         transdec.load_model("tiny-en-rnnt", compute_dtype=torch.float16)
     with pytest.raises(ValueError, match="PyTorch models"):

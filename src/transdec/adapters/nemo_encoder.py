@@ -38,6 +38,8 @@ from transdec.model.row_groups import in_row_groups
 
 #: NeMo's "infinity": masked attention scores are set to minus this, and it is the base of the sinusoid periods.
 _INF = 10000.0
+#: From this many frames on, full attention runs one recording of a batch at a time (FullAttention.attend).
+_PER_RECORDING_FRAMES = 250
 
 
 @dataclass
@@ -312,6 +314,9 @@ class RelPositionAttention(nn.Module):
         self.linear_pos = nn.Linear(d_model, d_model, bias=False)
         self.pos_bias_u = nn.Parameter(torch.zeros(n_heads, self.d_k))
         self.pos_bias_v = nn.Parameter(torch.zeros(n_heads, self.d_k))
+        #: The dtype of the scores, softmax and weighted values (None: the input's); bfloat16 beside int8 linear
+        #: layers (transdec.model.quantization.attention_in).
+        self.attention_dtype: torch.dtype | None = None
 
     def forward(self, x: Tensor, pattern: FullAttention | LocalAttention) -> Tensor:
         """``x [B, T, D]`` -> ``[B, T, D]``."""
@@ -322,7 +327,10 @@ class RelPositionAttention(nn.Module):
         q_u = (q + self.pos_bias_u).transpose(1, 2)  # [B, H, T, d_k]
         q_v = (q + self.pos_bias_v).transpose(1, 2)
         p = self.linear_pos(pattern.embeddings).view(1, -1, self.h, self.d_k).transpose(1, 2)  # [1, H, P, d_k]
-        out = pattern.attend(q_u, q_v, k, v, p)  # [B, H, T, d_k]
+        if self.attention_dtype is None:
+            out = pattern.attend(q_u, q_v, k, v, p)  # [B, H, T, d_k]
+        else:
+            out = pattern.attend(*(t.to(self.attention_dtype) for t in (q_u, q_v, k, v, p))).to(x.dtype)
         return self.linear_out(out.transpose(1, 2).reshape(batch, frames, self.h * self.d_k))
 
 
@@ -358,10 +366,21 @@ class FullAttention:
         self.allowed = allowed if torch.jit.is_tracing() or not bool(allowed.all()) else None
 
     def attend(self, q_u: Tensor, q_v: Tensor, k: Tensor, v: Tensor, p: Tensor) -> Tensor:
+        batch, _, frames, _ = q_u.shape
+        if batch == 1 or frames < _PER_RECORDING_FRAMES or torch.jit.is_tracing():
+            return self._attend(q_u, q_v, k, v, p, self.allowed)
+        # A long recording's [H, T, T] scores outgrow the CPU's caches; one recording at a time keeps the working
+        # set a batch's share. The same operations per recording: the values differ from the batch's by rounding.
+        return torch.cat([self._attend(q_u[b:b + 1], q_v[b:b + 1], k[b:b + 1], v[b:b + 1], p,
+                                       None if self.allowed is None else self.allowed[b:b + 1])
+                          for b in range(batch)])
+
+    @staticmethod
+    def _attend(q_u: Tensor, q_v: Tensor, k: Tensor, v: Tensor, p: Tensor, allowed: Tensor | None) -> Tensor:
         frames = q_u.shape[2]
         content = torch.matmul(q_u, k.transpose(-2, -1))
         position = _rel_shift(torch.matmul(q_v, p.transpose(-2, -1)), frames)
-        return _masked_softmax_average(content.add_(position), self.allowed, v, math.sqrt(q_u.shape[-1]))
+        return _masked_softmax_average(content.add_(position), allowed, v, math.sqrt(q_u.shape[-1]))
 
 
 def context_mask(queries: Tensor, keys: Tensor, context: tuple[int, int], style: str) -> Tensor:

@@ -49,7 +49,8 @@ def add_model_argument(p: argparse.ArgumentParser) -> None:
                    help="int8: the encoder's and joint's matrix products in int8 (PyTorch models on a CPU: int8 "
                         "weights, each input quantized as it comes; not exact, see docs/cpu.md). ONNX exports: "
                         "--onnx-variant int8 loads their int8 graphs. --compute-dtype bfloat16 runs a PyTorch "
-                        "model's encoder in bfloat16 instead")
+                        "model's encoder in bfloat16 instead; with both, the attention in bfloat16 beside the int8 "
+                        "products (long recordings, CPUs with bfloat16 instructions)")
 
 
 def add_onnx_variant_argument(p: argparse.ArgumentParser) -> None:
@@ -174,10 +175,10 @@ def load_model_of(args: argparse.Namespace):
 
 def encoder_compute_dtype(args: argparse.Namespace) -> torch.dtype | None:
     """The encoder's dtype the flags ask for: ``--compute-dtype bfloat16`` (a decoding option: the predictor and
-    joint's dtype) runs a PyTorch model's encoder in bfloat16 too, unless ``--quantize`` makes it int8; any other
-    value leaves the encoder as loaded."""
+    joint's dtype) runs a PyTorch model's encoder in bfloat16 too (with ``--quantize int8``: its attention, beside
+    the int8 products); any other value leaves the encoder as loaded."""
     dtype = vars(args).get("decoding_option.compute_dtype", vars(args).get("compute_dtype"))
-    return dtype if dtype == torch.bfloat16 and getattr(args, "quantize", None) is None else None
+    return dtype if dtype == torch.bfloat16 else None
 
 
 def check_strategies_fit(model, decodings: list) -> None:

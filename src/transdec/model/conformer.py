@@ -177,6 +177,9 @@ class SelfAttention(nn.Module):
         self.qkv = nn.Linear(dim, 3 * dim)
         self.out = nn.Linear(dim, dim)
         self.dropout = dropout
+        #: The dtype of the attention core (None: the input's); bfloat16 beside int8 linear layers
+        #: (transdec.model.quantization.attention_in).
+        self.attention_dtype: torch.dtype | None = None
 
     def forward(self, x: Tensor, attend: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
         """``x [B, T, D]``; ``attend [B, 1, 1 or T, T]`` is true where a query (row) may see a key."""
@@ -184,8 +187,12 @@ class SelfAttention(nn.Module):
         q, k, v = self.qkv(self.norm(x)).view(batch, frames, 3, self.num_heads, dim // self.num_heads).unbind(2)
         q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # [B, heads, T, head_dim]
         q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
+        if self.attention_dtype is not None:
+            q, k, v = (t.to(self.attention_dtype) for t in (q, k, v))
         attended = float32_under_cpu_autocast(
             partial(F.scaled_dot_product_attention, dropout_p=self.dropout if self.training else 0.0), q, k, v, attend)
+        if self.attention_dtype is not None:
+            attended = attended.to(x.dtype)
         return F.dropout(self.out(attended.transpose(1, 2).reshape(batch, frames, dim)), self.dropout, self.training)
 
 
