@@ -15,6 +15,7 @@ from torch import nn
 import transdec
 from helpers import NEMO_FIXTURES
 from onnx_helpers import EXAMPLES
+from transdec.cli import main
 from transdec.model.quantization import (Int8Linear, Int8PointwiseConv1d, apply_precision, cpu_has_bfloat16,
                                          quantize_int8)
 
@@ -149,10 +150,14 @@ def test_nemo_int8_with_bfloat16_attention(fixture):
     assert _relative_error(encoded, reference) < 0.05
 
 
-def test_bundled_int8_with_bfloat16_attention_reads_the_example():
+def test_bundled_int8_with_bfloat16_attention_reads_the_example(capsys):
     model = transdec.load_model("tiny-en-rnnt", quantize="int8", compute_dtype=torch.bfloat16)
     assert all(m.attention_dtype == torch.bfloat16 for m in model.encoder.modules() if hasattr(m, "attention_dtype"))
     assert model.transcribe([LOGIC])[0].text == LOGIC_TEXT
+    # On the command line the flag runs the decoder in bfloat16 too: it reads the int8 projection's frames.
+    assert main(["transcribe", LOGIC, "--model", "tiny-en-rnnt", "--quantize", "int8",
+                 "--compute-dtype", "bfloat16"]) == 0
+    assert LOGIC_TEXT in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("options", [{"quantize": "int8"}, {"compute_dtype": torch.bfloat16},

@@ -52,7 +52,7 @@ ENCODER_DTYPES = (torch.float32, torch.bfloat16)
 
 
 class Int8Linear(nn.Module):
-    """``x [..., in] -> [..., out]`` float32, ``x W^T + b`` with ``W`` int8 per output channel and ``x`` quantized
+    """``x [..., in] -> [..., out]`` (x's dtype), ``x W^T + b`` with ``W`` int8 per output channel and ``x`` quantized
     per call (one scale and zero point for the whole input, from its range), accumulated in int32.
 
     The packed weight is FBGEMM's (``torch.ops.quantized.linear_prepack``), made from the float32 layer by
@@ -79,7 +79,7 @@ class Int8Linear(nn.Module):
         shape = x.shape
         out = torch.ops.quantized.linear_dynamic(x.reshape(-1, shape[-1]).float().contiguous(), self._packed,
                                                  _reduce_range())
-        return out.reshape(*shape[:-1], self.out_features)
+        return out.reshape(*shape[:-1], self.out_features).to(x.dtype)  # bfloat16 decoding reads bfloat16 frames
 
     @property
     def weight(self) -> Tensor:
