@@ -16,7 +16,7 @@ chosen so that the product fits in int64; hypotheses are the same tokens when ha
 
 :func:`step_rows` feeds the predictor the tokens of the hypotheses that emitted one, as the batched searches need;
 :func:`merge_equal` (with :func:`same_sequences` and :func:`ranks_ahead`) merges equal hypotheses of a beam or a pool,
-:func:`live_entries` drops a pool's empty entries before that, and :func:`undominated_first` is ALSD++'s pruning
+:func:`live_entries` drops a pool's empty entries before that, and :func:`best_and_undominated` is ALSD++'s pruning
 rule (:mod:`transdec.decoding.beam.alsd`).
 """
 
@@ -272,16 +272,26 @@ def ranks_ahead(scores: torch.Tensor) -> torch.Tensor:
     return (score_i > score_j) | ((score_i == score_j) & (index.view(1, -1, 1) < index.view(1, 1, -1)))
 
 
-def undominated_first(ranking: torch.Tensor, frames: torch.Tensor, count: int) -> torch.Tensor:
-    """Indices ``[B, count]`` of the entries of ``ranking [B, N]`` (-inf: none) dominated by the fewest others, the
-    best ranked among equal counts, in ranking order (ties: the earlier entry first). An entry dominates another when
-    it stands at the same or a later frame (``frames [B, N]``) and ranks strictly higher; empty entries come last."""
+def undominated_slots(beam_size: int) -> int:
+    """How many of a step's ``beam_size`` kept candidates ALSD and ALSD++ choose by dominance rather than by rank: a
+    quarter of the beam, at least one (docs/decoding.md, "Beam search against greedy decoding")."""
+    return max(1, beam_size // 4)
+
+
+def best_and_undominated(ranking: torch.Tensor, frames: torch.Tensor, count: int) -> torch.Tensor:
+    """Indices ``[B, count]`` of entries of ``ranking [B, N]`` (-inf: none): the ``count - undominated_slots(count)``
+    best ranked, then those of the others dominated by the fewest entries, the best ranked among equal counts; in
+    ranking order (ties: the earlier entry first). An entry dominates another when it stands at the same or a later
+    frame (``frames [B, N]``) and ranks strictly higher; empty entries come last."""
     size = ranking.shape[1]
     live = ranking > -torch.inf
     dominates = ((frames.unsqueeze(1) >= frames.unsqueeze(2)) & (ranking.unsqueeze(1) > ranking.unsqueeze(2))
                  & live.unsqueeze(1))  # [B, i, j]: j dominates i
     dominated_by = dominates.sum(dim=2).masked_fill(~live, size)
     by_rank = ranking.sort(dim=1, descending=True, stable=True).indices
-    _, by_count = dominated_by.gather(1, by_rank).sort(dim=1, stable=True)
+    counts = dominated_by.gather(1, by_rank)  # [B, N] in rank order
+    best = count - undominated_slots(count)
+    counts[:, :best] = counts[:, :best].masked_fill(live.gather(1, by_rank)[:, :best], -1)  # the best ranked first
+    _, by_count = counts.sort(dim=1, stable=True)
     chosen = by_rank.gather(1, by_count[:, :count]).sort(dim=1).values  # back in entry order, then by rank
     return chosen.gather(1, ranking.gather(1, chosen).sort(dim=1, descending=True, stable=True).indices)

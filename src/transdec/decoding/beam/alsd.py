@@ -12,23 +12,26 @@ emitted at ``t`` since ``t`` last moved, its score and its predictor and fusion 
    stays at ``t``; after ``max_symbols_per_frame`` tokens at one frame the forced blank is the only emission.
    A finished hypothesis is carried over unchanged, so finished and unfinished ones compete in one beam.
    Each hypothesis' candidates are its ``beam_size`` best emissions.
-2. ``beam_size`` candidates are kept, those *dominated* by the fewest others first, the best ranked among equal
-   counts: a candidate dominates another when it stands at the same or a later frame (the frame its emission
-   moves it to; a finished hypothesis, its own) and ranks strictly higher. With fusions, ``pruning="late"`` ranks
+2. ``beam_size`` candidates are kept: the best ranked, but for a quarter of the beam (at least one slot), which
+   goes to the other candidates *dominated* by the fewest others, the best ranked among equal counts (a
+   candidate dominates another when it stands at the same or a later frame, the frame its emission moves it to
+   or a finished hypothesis' own, and ranks strictly higher). With fusions, ``pruning="late"`` ranks
    them by the fused score; ``"early"`` by the hypothesis' score plus the emission's Transducer log-prob alone,
    the fusions' scores being added to the kept ones only (beam-search paper, Sec. 2.3).
 3. Merging (``merge``): kept hypotheses with the same tokens in the same state (the same ``t`` and tokens
    emitted there, or both finished) are one hypothesis: the best of them, with its own score (``"max"``) or
    with the log of their summed probabilities (``"logsumexp"``); ``"none"`` keeps them all.
 
-Why dominance, where Saon's ALSD keeps the ``beam_size`` best: the hypotheses of a step have taken as many emissions
-but stand at different frames, and a higher score behind may only have put off costs still to pay (the blanks of
-the frames between, TDT's short durations), so the plain ranking favours hypotheses of many cheap emissions, which
-end below the path greedy decoding takes (on the parakeet-sized random decoders of ``bench/beam_quality.py``, below
-greedy's score in up to 9 of 32 utterances at beam 2 and 5 of 32 at beam 8, TDT worst). A candidate that is
-further on and scores higher than another is better on both counts; the kept candidates are the non-dominated ones
-first. The rule changes nothing where nothing is pruned, and keeps the best-ranked candidate first, so beam 1 is
-still greedy decoding.
+Why dominance for part of the beam, where Saon's ALSD keeps the ``beam_size`` best: the hypotheses of a step have
+taken as many emissions but stand at different frames, and a higher score behind may only have put off costs still
+to pay (the blanks of the frames between, TDT's short durations), so the plain ranking can fill the beam with
+hypotheses of many cheap emissions, which end below the path greedy decoding takes (on the parakeet-sized random
+decoders of ``bench/beam_quality.py``, below greedy's score in up to 9 of 32 utterances at beam 2 and 5 of 32 at
+beam 8, TDT worst). A candidate that is further on and scores higher than another is better on both counts, and
+the reserved slots keep such candidates. Keeping the whole beam by dominance lost most of beam search's gain on a
+trained TDT model (its frontier of far-advanced, poorly scored candidates crowds out good ones), so the rest of the
+beam is Saon's (docs/decoding.md). The best-ranked candidate is kept either way, so beam 1 is still greedy
+decoding.
 
 The search ends when every hypothesis is finished; ``max_length_ratio`` (Saon's ``U_max = ratio * T``) ends it
 after ``T + U_max`` steps instead, keeping only the finished hypotheses if there are any. The n-best are the
@@ -49,6 +52,7 @@ from transdec.decoding.beam.frame_search import Move, label_advance
 from transdec.decoding.beam.greedy_guard import kept_greedy
 from transdec.decoding.beam.utterance import (UtteranceHyp, best_first, feed, merge_hypotheses, search_each,
                                               start_hyp, with_final_bonus)
+from transdec.decoding.beam_hyps import undominated_slots
 from transdec.decoding.options import PruningOptions, option
 from transdec.decoding.registry import takes_options
 from transdec.decoding.results import DecodingResult, DecodingStats, Hypothesis
@@ -108,7 +112,7 @@ def _search(model: DecodingModel, scoring: Scoring, frames: torch.Tensor, option
                 candidates.append((hyp.score + rank, hyp.time + emission.advance, hyp, emission))
         candidates.sort(key=lambda c: -c[0])  # stable: ties keep hypothesis, label, duration order
         kept = [_extend(model, scoring, hyp, emission, options, stats, frames.device)
-                for _, _, hyp, emission in undominated_first(candidates, options.beam_size)]
+                for _, _, hyp, emission in best_and_undominated(candidates, options.beam_size)]
         # Equal: the same tokens in the same state, the same frame and tokens there, or both finished.
         beam = merge_hypotheses(best_first(kept), options.merge,
                                 key=lambda h: (h.tokens, None, None) if h.time >= num_frames
@@ -118,12 +122,14 @@ def _search(model: DecodingModel, scoring: Scoring, frames: torch.Tensor, option
     return [h.hypothesis() for h in best_first(finished, options.length_norm)[: options.nbest]]
 
 
-def undominated_first(candidates: list[tuple], count: int) -> list[tuple]:
-    """The ``count`` of ``candidates`` ``(rank, frame, ...)`` (best ranked first) dominated by the fewest others (a
-    candidate at the same or a later frame that ranks strictly higher), the best ranked among equal counts; in the
-    order of ``candidates``."""
-    dominated_by = [sum(other_rank > rank and other_frame >= frame for other_rank, other_frame, *_ in candidates)
-                    for rank, frame, *_ in candidates]
+def best_and_undominated(candidates: list[tuple], count: int) -> list[tuple]:
+    """``count`` of ``candidates`` ``(rank, frame, ...)`` (best ranked first): the ``count - undominated_slots(count)``
+    best ranked, then those of the others dominated by the fewest (a candidate at the same or a later frame that
+    ranks strictly higher), the best ranked among equal counts; in the order of ``candidates``."""
+    best = count - undominated_slots(count)
+    dominated_by = [-1 if i < best else
+                    sum(other_rank > rank and other_frame >= frame for other_rank, other_frame, *_ in candidates)
+                    for i, (rank, frame, *_) in enumerate(candidates)]
     chosen = sorted(range(len(candidates)), key=dominated_by.__getitem__)[:count]  # stable: rank order on ties
     return [candidates[i] for i in sorted(chosen)]
 

@@ -1,14 +1,15 @@
 """ALSD++: alignment-length synchronous beam search batched over utterances and beams (beam-search paper, Sec. 2).
 
 The search is the one :mod:`transdec.decoding.beam.alsd` spells out per utterance, with identical results:
-every hypothesis takes one emission per step; each utterance keeps ``beam_size`` candidates, those dominated by
-the fewest others (further on and better ranked) first; hypotheses with the same tokens in the same state are
-merged; finished hypotheses stay in the beam with their scores. Here every step is a few tensor operations on all
-``B x K`` hypotheses at once: one joint call, one ranking of the ``K (K + 1)`` candidates per utterance
-(:func:`~transdec.decoding.beam_hyps.undominated_first`), one predictor call for the hypotheses that emitted a token (state gathered from
-the hypothesis each one extends, with the protocol's ``gather_state`` / ``select_state``), and merging by
-comparing token-sequence hashes (:class:`~transdec.decoding.beam_hyps.BatchedBeamHyps`), ``K x K`` integer
-comparisons per utterance. The tokens are kept in a tree of parent pointers, never copied.
+every hypothesis takes one emission per step; each utterance keeps ``beam_size`` candidates, the best ranked and,
+for a quarter of the beam, those dominated by the fewest others (further on and better ranked); hypotheses with
+the same tokens in the same state are merged; finished hypotheses stay in the beam with their scores. Here every
+step is a few tensor operations on all ``B x K`` hypotheses at once: one joint call, one ranking of the
+``K (K + 1)`` candidates per utterance (:func:`~transdec.decoding.beam_hyps.best_and_undominated`), one predictor
+call for the hypotheses that emitted a token (state gathered from the hypothesis each one extends, with the
+protocol's ``gather_state`` / ``select_state``), and merging by comparing token-sequence hashes
+(:class:`~transdec.decoding.beam_hyps.BatchedBeamHyps`), ``K x K`` integer comparisons per utterance. The tokens
+are kept in a tree of parent pointers, never copied.
 
 Each hypothesis keeps its own frame, so RNN-T blanks move it by one frame, multi-blank big blanks by their
 durations and TDT emissions by their durations, exactly as greedy decoding does; ``beam_size=1`` gives the
@@ -38,15 +39,15 @@ import torch
 
 from transdec.decoding.beam.batched_search import BatchedBeamSearch, decode_batch
 from transdec.decoding.beam.greedy_guard import kept_greedy
-from transdec.decoding.beam_hyps import (BatchedBeamHyps, merge_equal, pairwise_equal, step_rows,
-                                         undominated_first)
-from transdec.decoding.emissions import lookup_tables, tdt_advance
+from transdec.decoding.beam_hyps import (BatchedBeamHyps, best_and_undominated, merge_equal, pairwise_equal,
+                                         step_rows)
 from transdec.decoding.cuda import joint_kernel
 from transdec.decoding.cuda.in_place import set_state
+from transdec.decoding.emissions import lookup_tables, tdt_advance
 from transdec.decoding.options import GraphOptions, PruningOptions
 from transdec.decoding.registry import takes_options
 from transdec.decoding.results import DecodingResult, DecodingStats
-from transdec.decoding.scoring import Fusion, LabelScores, Scoring, ScorerState
+from transdec.decoding.scoring import Fusion, LabelScores, ScorerState, Scoring
 from transdec.protocol import DecodingModel, PredictorState
 
 
@@ -170,7 +171,8 @@ class AlsdSteps:
             advance = self.advance_by_label[emission["label"]]
         time = hyps.time.view(-1, 1)
         frames = torch.cat([time + advance, time], dim=1)  # [B*K, E + 1]
-        top = undominated_first(ranking.view(batch_size, beam * width), frames.view(batch_size, beam * width), beam)
+        top = best_and_undominated(ranking.view(batch_size, beam * width), frames.view(batch_size, beam * width),
+                                   beam)
         # Slots in score order, as merging expects: the best of equal hypotheses is the best scored.
         top_scores, order = candidates.view(batch_size, beam * width).gather(1, top).sort(
             dim=1, descending=True, stable=True)
