@@ -66,6 +66,21 @@ def test_batched_equals_per_utterance(kind, predictor, beam_size, merge):
 
 
 @pytest.mark.parametrize("kind", list(HEADS))
+@pytest.mark.parametrize("slots", [0, 2, 4])
+def test_dominance_slots_alike_in_both(kind, slots):
+    """0 keeps the beam_size best-scored candidates (Saon's ALSD), beam_size keeps them all by dominance."""
+    model = model_for(kind, PREDICTORS[0], "label_heavy")
+    frames, lengths = encoder_batch([0, 1, 24, 13, 7, 19], seed=4)
+    options = dict(max_symbols_per_frame=3, beam_size=4, nbest=3, dominance_slots=slots)
+    expected = beam_alsd(model, frames, lengths, **options).nbest
+    got = beam_alsd_pp(model, frames, lengths, **options).nbest
+    for got_list, expected_list in zip(got, expected, strict=True):
+        assert len(got_list) == len(expected_list) and all(same(a, b) for a, b in zip(got_list, expected_list))
+    with pytest.raises(ValueError, match="dominance_slots"):
+        beam_alsd_pp(model, frames, lengths, dominance_slots=-1)
+
+
+@pytest.mark.parametrize("kind", list(HEADS))
 @settings(max_examples=6, deadline=None)
 @given(lengths=st.lists(st.integers(0, 16), min_size=1, max_size=6), position=st.integers(0, 5), seed=st.integers(0, 999))
 def test_an_utterance_decodes_the_same_in_any_batch(kind, lengths, position, seed):

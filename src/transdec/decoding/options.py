@@ -123,6 +123,22 @@ class PruningOptions(BeamOptions):
 
 
 @dataclass(frozen=True)
+class CandidateOptions(PruningOptions):
+    """Pruning options with ALSD's choice of a step's kept candidates (docs/decoding.md, "Beam search against greedy
+    decoding")."""
+
+    dominance_slots: int | None = option(
+        None, "ALSD / ALSD++: of a step's beam_size kept candidates, how many go to those dominated by the fewest "
+              "others rather than the best scored (default: a quarter of the beam, at least 1; 0: Saon's ranking)")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        slots = self.dominance_slots
+        if slots is not None and (isinstance(slots, bool) or not isinstance(slots, int) or slots < 0):
+            raise ValueError(f"dominance_slots must be a non-negative integer or None, got {slots!r}")
+
+
+@dataclass(frozen=True)
 class ExpansionOptions(BeamOptions):
     """Beam options with mAES's adaptive expansion (mAES and AES++)."""
 

@@ -53,7 +53,7 @@ from transdec.decoding.beam.greedy_guard import kept_greedy
 from transdec.decoding.beam.utterance import (UtteranceHyp, best_first, feed, merge_hypotheses, search_each,
                                               start_hyp, with_final_bonus)
 from transdec.decoding.beam_hyps import undominated_slots
-from transdec.decoding.options import PruningOptions, option
+from transdec.decoding.options import CandidateOptions, option
 from transdec.decoding.registry import takes_options
 from transdec.decoding.results import DecodingResult, DecodingStats, Hypothesis
 from transdec.decoding.scoring import Fusion, LabelScores, Scoring
@@ -61,7 +61,7 @@ from transdec.protocol import DecodingModel, HeadSpec
 
 
 @dataclass(frozen=True)
-class AlsdOptions(PruningOptions):
+class AlsdOptions(CandidateOptions):
     """Options of per-utterance ALSD."""
 
     max_length_ratio: float | None = option(
@@ -112,7 +112,8 @@ def _search(model: DecodingModel, scoring: Scoring, frames: torch.Tensor, option
                 candidates.append((hyp.score + rank, hyp.time + emission.advance, hyp, emission))
         candidates.sort(key=lambda c: -c[0])  # stable: ties keep hypothesis, label, duration order
         kept = [_extend(model, scoring, hyp, emission, options, stats, frames.device)
-                for _, _, hyp, emission in best_and_undominated(candidates, options.beam_size)]
+                for _, _, hyp, emission in best_and_undominated(candidates, options.beam_size,
+                                                                  options.dominance_slots)]
         # Equal: the same tokens in the same state, the same frame and tokens there, or both finished.
         beam = merge_hypotheses(best_first(kept), options.merge,
                                 key=lambda h: (h.tokens, None, None) if h.time >= num_frames
@@ -122,11 +123,11 @@ def _search(model: DecodingModel, scoring: Scoring, frames: torch.Tensor, option
     return [h.hypothesis() for h in best_first(finished, options.length_norm)[: options.nbest]]
 
 
-def best_and_undominated(candidates: list[tuple], count: int) -> list[tuple]:
-    """``count`` of ``candidates`` ``(rank, frame, ...)`` (best ranked first): the ``count - undominated_slots(count)``
-    best ranked, then those of the others dominated by the fewest (a candidate at the same or a later frame that
-    ranks strictly higher), the best ranked among equal counts; in the order of ``candidates``."""
-    best = count - undominated_slots(count)
+def best_and_undominated(candidates: list[tuple], count: int, slots: int | None = None) -> list[tuple]:
+    """``count`` of ``candidates`` ``(rank, frame, ...)`` (best ranked first): the ``count - undominated_slots(count,
+    slots)`` best ranked, then those of the others dominated by the fewest (a candidate at the same or a later frame
+    that ranks strictly higher), the best ranked among equal counts; in the order of ``candidates``."""
+    best = count - undominated_slots(count, slots)
     dominated_by = [-1 if i < best else
                     sum(other_rank > rank and other_frame >= frame for other_rank, other_frame, *_ in candidates)
                     for i, (rank, frame, *_) in enumerate(candidates)]

@@ -44,7 +44,7 @@ from transdec.decoding.beam_hyps import (BatchedBeamHyps, best_and_undominated, 
 from transdec.decoding.cuda import joint_kernel
 from transdec.decoding.cuda.in_place import set_state
 from transdec.decoding.emissions import lookup_tables, tdt_advance
-from transdec.decoding.options import GraphOptions, PruningOptions
+from transdec.decoding.options import CandidateOptions, GraphOptions
 from transdec.decoding.registry import takes_options
 from transdec.decoding.results import DecodingResult, DecodingStats
 from transdec.decoding.scoring import Fusion, LabelScores, ScorerState, Scoring
@@ -52,7 +52,7 @@ from transdec.protocol import DecodingModel, PredictorState
 
 
 @dataclasses.dataclass(frozen=True)
-class AlsdPlusOptions(PruningOptions, GraphOptions):
+class AlsdPlusOptions(CandidateOptions, GraphOptions):
     """Options of ALSD++: the beam options and how to run the steps on a GPU (which never changes the output)."""
 
 
@@ -117,7 +117,7 @@ class AlsdSteps:
     tensors of :attr:`state` (see :class:`AlsdSearch`).
     """
 
-    def __init__(self, model: DecodingModel, options: PruningOptions, scoring: Scoring, batch_size: int,
+    def __init__(self, model: DecodingModel, options: CandidateOptions, scoring: Scoring, batch_size: int,
                  device: torch.device, in_place: bool = False) -> None:
         # Only the parts: graph caches keyed on the model must not keep it alive.
         self.head, self.predictor, self.joint = model.head, model.predictor, model.joint
@@ -172,7 +172,7 @@ class AlsdSteps:
         time = hyps.time.view(-1, 1)
         frames = torch.cat([time + advance, time], dim=1)  # [B*K, E + 1]
         top = best_and_undominated(ranking.view(batch_size, beam * width), frames.view(batch_size, beam * width),
-                                   beam)
+                                   beam, self.options.dominance_slots)
         # Slots in score order, as merging expects: the best of equal hypotheses is the best scored.
         top_scores, order = candidates.view(batch_size, beam * width).gather(1, top).sort(
             dim=1, descending=True, stable=True)
@@ -333,7 +333,7 @@ class AlsdSearch(AlsdSteps, BatchedBeamSearch):
     """
 
     def __init__(self, model: DecodingModel, encoder_out: torch.Tensor, lengths: torch.Tensor,
-                 options: PruningOptions, scoring: Scoring, in_place: bool = False) -> None:
+                 options: CandidateOptions, scoring: Scoring, in_place: bool = False) -> None:
         super().__init__(model, options, scoring, encoder_out.shape[0], encoder_out.device, in_place)
         self.encoder_out = encoder_out
         self.max_time = encoder_out.shape[1]
