@@ -61,6 +61,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--window-size", type=int, default=8, help="the WIND searches' window")
     parser.add_argument("--max-symbols", type=int, default=10, help="max_symbols_per_frame of every search")
     parser.add_argument("--merge", default="max", help="merging of every beam search (max: scores are path scores)")
+    parser.add_argument("--dominance-slots", default="0",
+                        help="ALSD and ALSD++: kept candidates chosen by dominance, each of a comma-separated list "
+                             "(a number, 'quarter': a quarter of the beam, at least 1, or 'all'); a row each")
     parser.add_argument("--nemo", action="store_true", help="NeMo's malsd_batch beside ALSD++ (logsumexp)")
     parser.add_argument("--nemo-beam", type=int, default=4)
     parser.add_argument("--threads", type=int, default=1)
@@ -151,34 +154,51 @@ def main() -> None:
                 if strategy in RNNT_ONLY and kind != "rnnt":
                     continue
                 for beam in sizes:
-                    options = dict(common, beam_size=beam, merge=args.merge)
-                    if "wind" in strategy:
-                        options["window_size"] = args.window_size
-                    best, seconds = decode_all(model, used_batches, DecodingConfig(strategy, **options))
-                    print(compare(f"{strategy} beam {beam}", best, used_greedy, sum(used), seconds).markdown(),
-                          flush=True)
+                    for slots, label in slot_settings(strategy, beam, args.dominance_slots):
+                        options = dict(common, beam_size=beam, merge=args.merge, **slots)
+                        if "wind" in strategy:
+                            options["window_size"] = args.window_size
+                        best, seconds = decode_all(model, used_batches, DecodingConfig(strategy, **options))
+                        print(compare(f"{strategy} beam {beam}{label}", best, used_greedy, sum(used),
+                                      seconds).markdown(), flush=True)
             if nemo is not None and kind in nemo.SUPPORTED_HEADS:
                 nemo_rows(nemo, model, batches, greedy, lengths, args)
 
 
+def slot_settings(strategy: str, beam: int, spec: str) -> list[tuple[dict, str]]:
+    """The ``dominance_slots`` options of ``--dominance-slots`` for an ALSD strategy at ``beam`` (with a row label);
+    one empty setting for the other strategies."""
+    if "alsd" not in strategy:
+        return [({}, "")]
+    settings = []
+    for item in spec.split(","):
+        slots = {"quarter": max(1, beam // 4), "all": beam}.get(item) if item in ("quarter", "all") else int(item)
+        settings.append(({"dominance_slots": slots}, f", {slots} by dominance" if slots else ""))
+    return settings
+
+
 def nemo_rows(nemo, model, batches, greedy: list[Hypothesis], lengths: list[int], args: argparse.Namespace) -> None:
-    """NeMo's ``malsd_batch`` and ALSD++ with log-sum-exp merging at ``--nemo-beam``: each against greedy by its own
-    reported scores, and the utterances where their best hypotheses have the same tokens."""
-    beam = args.nemo_beam
-    ours, seconds = decode_all(model, batches, DecodingConfig("beam_alsd_pp", beam_size=beam, merge="logsumexp",
-                                                              max_symbols_per_frame=args.max_symbols))
+    """NeMo's ``malsd_batch`` and ALSD++ with log-sum-exp merging at ``--nemo-beam`` (a row per
+    ``--dominance-slots``): each against greedy by its own reported scores, and the utterances where their best
+    hypotheses have the same tokens."""
+    beam, frames = args.nemo_beam, sum(lengths)
     searcher = nemo.nemo_beam(model, beam_size=beam, max_symbols_per_step=args.max_symbols)
     start = time.perf_counter()
-    theirs = [h for frames, lengths_b in batches for h in nemo.nemo_beam_hypotheses(searcher, frames, lengths_b)]
+    theirs = [h for frames_b, lengths_b in batches for h in nemo.nemo_beam_hypotheses(searcher, frames_b, lengths_b)]
     nemo_seconds = time.perf_counter() - start
-    same = sum(list(h.tokens) == list(t.tokens) for h, t in zip(ours, theirs))
-    frames = sum(lengths)
-    print(f"\nBeside NeMo, beam {beam}, log-sum-exp merging (each by the scores it reports); the best hypotheses "
-          f"have the same tokens in {same} of {len(ours)} utterances.")
-    print("| search | below greedy | worst gap | above greedy | tokens / frame | seconds |")
-    print("|---|---|---|---|---|---|")
-    print(compare(f"beam_alsd_pp beam {beam}", ours, greedy, frames, seconds).markdown())
-    print(compare(f"NeMo malsd_batch beam {beam}", theirs, greedy, frames, nemo_seconds).markdown(), flush=True)
+    print(f"\nBeside NeMo, beam {beam}, log-sum-exp merging (each by the scores it reports); 'same': utterances "
+          "whose best hypotheses have the same tokens as NeMo's.")
+    print("| search | below greedy | worst gap | above greedy | tokens / frame | seconds | same |")
+    print("|---|---|---|---|---|---|---|")
+    for slots, label in slot_settings("beam_alsd_pp", beam, args.dominance_slots):
+        ours, seconds = decode_all(model, batches, DecodingConfig("beam_alsd_pp", beam_size=beam, merge="logsumexp",
+                                                                  max_symbols_per_frame=args.max_symbols, **slots))
+        same = sum(list(h.tokens) == list(t.tokens) for h, t in zip(ours, theirs))
+        print(compare(f"beam_alsd_pp beam {beam}{label}", ours, greedy, frames, seconds).markdown()
+              + f" {same} / {len(ours)} |")
+    print(compare(f"NeMo malsd_batch beam {beam}", theirs, greedy, frames, nemo_seconds).markdown() + " - |",
+          flush=True)
+
 
 if __name__ == "__main__":
     main()

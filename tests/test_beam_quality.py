@@ -18,8 +18,9 @@ HEADS = {
 }
 LENGTHS = [23, 31, 17, 40, 28, 35, 12, 26]
 MAX_SYMBOLS = 3
-#: Where each search must never end below greedy decoding on these problems (beam sizes).
-TARGETS = {"beam_wind_batched": (2, 4, 8), "beam_alsd_pp": (8,), "beam_aes_pp": (8,)}
+#: Where each search must never end below greedy decoding on these problems: beam sizes, options.
+TARGETS = {"beam_wind_batched": ((2, 4, 8), {}), "beam_alsd_pp": ((8,), {"dominance_slots": 2}),
+           "beam_aes_pp": ((8,), {})}
 
 
 def loopy_problem(kind: str, blank_rate: float, seed: int, frames_seed: int):
@@ -43,13 +44,14 @@ def below_greedy(model, frames, lengths, strategy: str, **options) -> list[float
 @pytest.mark.parametrize("kind", list(HEADS))
 def test_beam_search_does_not_end_below_greedy(kind, blank_rate):
     """WIND beam search at every beam size (its flood of tokens at the earliest frame ended every utterance here
-    below greedy), ALSD++ and AES++ at beam 8 (ALSD's plain ranking ended 5 of these 24 below greedy)."""
+    below greedy), AES++ at beam 8, and ALSD++ at beam 8 with a quarter of the beam kept by dominance (Saon's
+    plain ranking, its default, ended 5 of these 24 below greedy)."""
     model, frames, lengths = loopy_problem(kind, blank_rate, seed=5, frames_seed=3)
-    for strategy, beams in TARGETS.items():
+    for strategy, (beams, options) in TARGETS.items():
         if strategy == "beam_wind_batched" and kind != "rnnt":
             continue
         for beam in beams:
-            assert below_greedy(model, frames, lengths, strategy, beam_size=beam) == [], (strategy, beam)
+            assert below_greedy(model, frames, lengths, strategy, beam_size=beam, **options) == [], (strategy, beam)
 
 
 @pytest.mark.parametrize("strategy", ["beam_alsd_pp", "beam_alsd", "beam_aes_pp", "beam_wind_batched", "beam_wind",
@@ -59,7 +61,7 @@ def test_keep_greedy_keeps_greedy_decodings_hypothesis(strategy):
     search's own n-best and greedy's hypothesis (one per token sequence), so no best scores below greedy's."""
     model, frames, lengths = loopy_problem("rnnt", 0.5, seed=0, frames_seed=0)
     if strategy == "beam_alsd_pp":
-        assert len(below_greedy(model, frames, lengths, strategy, beam_size=2)) == 2
+        assert len(below_greedy(model, frames, lengths, strategy, beam_size=2)) >= 2
     options = dict(beam_size=2, nbest=2, max_symbols_per_frame=MAX_SYMBOLS)
     greedy = decode(model, frames, lengths, DecodingConfig("greedy_label", max_symbols_per_frame=MAX_SYMBOLS))
     plain = decode(model, frames, lengths, DecodingConfig(strategy, **options))

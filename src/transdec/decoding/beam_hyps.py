@@ -272,27 +272,21 @@ def ranks_ahead(scores: torch.Tensor) -> torch.Tensor:
     return (score_i > score_j) | ((score_i == score_j) & (index.view(1, -1, 1) < index.view(1, 1, -1)))
 
 
-def undominated_slots(beam_size: int, slots: int | None = None) -> int:
-    """How many of a step's ``beam_size`` kept candidates ALSD and ALSD++ choose by dominance rather than by rank:
-    ``slots`` (the ``dominance_slots`` option) at most the beam, or by default a quarter of the beam, at least one
-    (docs/decoding.md, "Beam search against greedy decoding")."""
-    return max(1, beam_size // 4) if slots is None else min(slots, beam_size)
-
-
-def best_and_undominated(ranking: torch.Tensor, frames: torch.Tensor, count: int,
-                         slots: int | None = None) -> torch.Tensor:
-    """Indices ``[B, count]`` of entries of ``ranking [B, N]`` (-inf: none): the ``count - undominated_slots(count,
-    slots)`` best ranked, then those of the others dominated by the fewest entries, the best ranked among equal
-    counts; in ranking order (ties: the earlier entry first). An entry dominates another when it stands at the same
-    or a later frame (``frames [B, N]``) and ranks strictly higher; empty entries come last."""
+def best_and_undominated(ranking: torch.Tensor, frames: torch.Tensor, count: int, slots: int) -> torch.Tensor:
+    """Indices ``[B, count]`` of entries of ``ranking [B, N]`` (-inf: none): the ``count - slots`` best ranked, then
+    those of the others dominated by the fewest entries, the best ranked among equal counts; in ranking order (ties:
+    the earlier entry first). An entry dominates another when it stands at the same or a later frame (``frames
+    [B, N]``) and ranks strictly higher; empty entries come last. ``slots=0`` is the ``count`` best ranked."""
+    by_rank = ranking.sort(dim=1, descending=True, stable=True).indices
+    if slots == 0:
+        return by_rank[:, :count]
     size = ranking.shape[1]
     live = ranking > -torch.inf
     dominates = ((frames.unsqueeze(1) >= frames.unsqueeze(2)) & (ranking.unsqueeze(1) > ranking.unsqueeze(2))
                  & live.unsqueeze(1))  # [B, i, j]: j dominates i
     dominated_by = dominates.sum(dim=2).masked_fill(~live, size)
-    by_rank = ranking.sort(dim=1, descending=True, stable=True).indices
     counts = dominated_by.gather(1, by_rank)  # [B, N] in rank order
-    best = count - undominated_slots(count, slots)
+    best = count - min(slots, count)
     counts[:, :best] = counts[:, :best].masked_fill(live.gather(1, by_rank)[:, :best], -1)  # the best ranked first
     _, by_count = counts.sort(dim=1, stable=True)
     chosen = by_rank.gather(1, by_count[:, :count]).sort(dim=1).values  # back in entry order, then by rank

@@ -127,15 +127,15 @@ class CandidateOptions(PruningOptions):
     """Pruning options with ALSD's choice of a step's kept candidates (docs/decoding.md, "Beam search against greedy
     decoding")."""
 
-    dominance_slots: int | None = option(
-        None, "ALSD / ALSD++: of a step's beam_size kept candidates, how many go to those dominated by the fewest "
-              "others rather than the best scored (default: a quarter of the beam, at least 1; 0: Saon's ranking)")
+    dominance_slots: int = option(
+        0, "ALSD / ALSD++: of a step's beam_size kept candidates, how many go to those dominated by the fewest "
+           "others rather than the best scored (default 0: Saon's ranking, the beam_size best)")
 
     def __post_init__(self) -> None:
         super().__post_init__()
         slots = self.dominance_slots
-        if slots is not None and (isinstance(slots, bool) or not isinstance(slots, int) or slots < 0):
-            raise ValueError(f"dominance_slots must be a non-negative integer or None, got {slots!r}")
+        if isinstance(slots, bool) or not isinstance(slots, int) or slots < 0:
+            raise ValueError(f"dominance_slots must be a non-negative integer, got {slots!r}")
 
 
 @dataclass(frozen=True)

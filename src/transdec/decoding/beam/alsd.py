@@ -12,26 +12,24 @@ emitted at ``t`` since ``t`` last moved, its score and its predictor and fusion 
    stays at ``t``; after ``max_symbols_per_frame`` tokens at one frame the forced blank is the only emission.
    A finished hypothesis is carried over unchanged, so finished and unfinished ones compete in one beam.
    Each hypothesis' candidates are its ``beam_size`` best emissions.
-2. ``beam_size`` candidates are kept: the best ranked, but for a quarter of the beam (at least one slot), which
-   goes to the other candidates *dominated* by the fewest others, the best ranked among equal counts (a
-   candidate dominates another when it stands at the same or a later frame, the frame its emission moves it to
-   or a finished hypothesis' own, and ranks strictly higher). With fusions, ``pruning="late"`` ranks
+2. The ``beam_size`` best-ranked candidates are kept (Saon's ALSD). With ``dominance_slots=n``, the best ranked
+   but ``n``: those slots go to the other candidates *dominated* by the fewest others, the best ranked among equal
+   counts (a candidate dominates another when it stands at the same or a later frame, the frame its emission
+   moves it to or a finished hypothesis' own, and ranks strictly higher). With fusions, ``pruning="late"`` ranks
    them by the fused score; ``"early"`` by the hypothesis' score plus the emission's Transducer log-prob alone,
    the fusions' scores being added to the kept ones only (beam-search paper, Sec. 2.3).
 3. Merging (``merge``): kept hypotheses with the same tokens in the same state (the same ``t`` and tokens
    emitted there, or both finished) are one hypothesis: the best of them, with its own score (``"max"``) or
    with the log of their summed probabilities (``"logsumexp"``); ``"none"`` keeps them all.
 
-Why dominance for part of the beam, where Saon's ALSD keeps the ``beam_size`` best: the hypotheses of a step have
-taken as many emissions but stand at different frames, and a higher score behind may only have put off costs still
-to pay (the blanks of the frames between, TDT's short durations), so the plain ranking can fill the beam with
-hypotheses of many cheap emissions, which end below the path greedy decoding takes (on the parakeet-sized random
-decoders of ``bench/beam_quality.py``, below greedy's score in up to 9 of 32 utterances at beam 2 and 5 of 32 at
-beam 8, TDT worst). A candidate that is further on and scores higher than another is better on both counts, and
-the reserved slots keep such candidates. Keeping the whole beam by dominance lost most of beam search's gain on a
-trained TDT model (its frontier of far-advanced, poorly scored candidates crowds out good ones), so the rest of the
-beam is Saon's (docs/decoding.md). The best-ranked candidate is kept either way, so beam 1 is still greedy
-decoding.
+Why dominance slots: the hypotheses of a step have taken as many emissions but stand at different frames, and a
+higher score behind may only have put off costs still to pay (the blanks of the frames between, TDT's short
+durations), so the plain ranking can fill the beam with hypotheses of many cheap emissions, which end below the
+path greedy decoding takes (on the parakeet-sized random decoders of ``bench/beam_quality.py``, below greedy's score in
+up to 9 of 32 utterances at beam 2 and 5 of 32 at beam 8, TDT worst). A candidate that is further on and scores
+higher than another is better on both counts, and the slots keep such candidates. On trained models they cost WER
+(most with fusions: docs/decoding.md, "Beam search against greedy decoding"), so they are an option, off by
+default. The best-ranked candidate is kept either way, so beam 1 is greedy decoding.
 
 The search ends when every hypothesis is finished; ``max_length_ratio`` (Saon's ``U_max = ratio * T``) ends it
 after ``T + U_max`` steps instead, keeping only the finished hypotheses if there are any. The n-best are the
@@ -52,7 +50,6 @@ from transdec.decoding.beam.frame_search import Move, label_advance
 from transdec.decoding.beam.greedy_guard import kept_greedy
 from transdec.decoding.beam.utterance import (UtteranceHyp, best_first, feed, merge_hypotheses, search_each,
                                               start_hyp, with_final_bonus)
-from transdec.decoding.beam_hyps import undominated_slots
 from transdec.decoding.options import CandidateOptions, option
 from transdec.decoding.registry import takes_options
 from transdec.decoding.results import DecodingResult, DecodingStats, Hypothesis
@@ -123,11 +120,13 @@ def _search(model: DecodingModel, scoring: Scoring, frames: torch.Tensor, option
     return [h.hypothesis() for h in best_first(finished, options.length_norm)[: options.nbest]]
 
 
-def best_and_undominated(candidates: list[tuple], count: int, slots: int | None = None) -> list[tuple]:
-    """``count`` of ``candidates`` ``(rank, frame, ...)`` (best ranked first): the ``count - undominated_slots(count,
-    slots)`` best ranked, then those of the others dominated by the fewest (a candidate at the same or a later frame
-    that ranks strictly higher), the best ranked among equal counts; in the order of ``candidates``."""
-    best = count - undominated_slots(count, slots)
+def best_and_undominated(candidates: list[tuple], count: int, slots: int) -> list[tuple]:
+    """``count`` of ``candidates`` ``(rank, frame, ...)`` (best ranked first): the ``count - slots`` best ranked,
+    then those of the others dominated by the fewest (a candidate at the same or a later frame that ranks strictly
+    higher), the best ranked among equal counts; in the order of ``candidates``."""
+    if slots == 0:
+        return candidates[:count]
+    best = count - min(slots, count)
     dominated_by = [-1 if i < best else
                     sum(other_rank > rank and other_frame >= frame for other_rank, other_frame, *_ in candidates)
                     for i, (rank, frame, *_) in enumerate(candidates)]

@@ -1,15 +1,15 @@
 """ALSD++: alignment-length synchronous beam search batched over utterances and beams (beam-search paper, Sec. 2).
 
 The search is the one :mod:`transdec.decoding.beam.alsd` spells out per utterance, with identical results:
-every hypothesis takes one emission per step; each utterance keeps ``beam_size`` candidates, the best ranked and,
-for a quarter of the beam, those dominated by the fewest others (further on and better ranked); hypotheses with
-the same tokens in the same state are merged; finished hypotheses stay in the beam with their scores. Here every
-step is a few tensor operations on all ``B x K`` hypotheses at once: one joint call, one ranking of the
-``K (K + 1)`` candidates per utterance (:func:`~transdec.decoding.beam_hyps.best_and_undominated`), one predictor
-call for the hypotheses that emitted a token (state gathered from the hypothesis each one extends, with the
-protocol's ``gather_state`` / ``select_state``), and merging by comparing token-sequence hashes
-(:class:`~transdec.decoding.beam_hyps.BatchedBeamHyps`), ``K x K`` integer comparisons per utterance. The tokens
-are kept in a tree of parent pointers, never copied.
+every hypothesis takes one emission per step; each utterance keeps its ``beam_size`` best-ranked candidates (with
+``dominance_slots``, some of them by dominance instead); hypotheses with the same tokens in the same state are
+merged; finished hypotheses stay in the beam with their scores. Here every step is a few tensor operations on
+all ``B x K`` hypotheses at once: one joint call, one ranking of the ``K (K + 1)`` candidates per utterance
+(:func:`~transdec.decoding.beam_hyps.best_and_undominated`), one predictor call for the hypotheses that emitted a
+token (state gathered from the hypothesis each one extends, with the protocol's ``gather_state`` /
+``select_state``), and merging by comparing token-sequence hashes
+(:class:`~transdec.decoding.beam_hyps.BatchedBeamHyps`), ``K x K`` integer comparisons per utterance. The
+tokens are kept in a tree of parent pointers, never copied.
 
 Each hypothesis keeps its own frame, so RNN-T blanks move it by one frame, multi-blank big blanks by their
 durations and TDT emissions by their durations, exactly as greedy decoding does; ``beam_size=1`` gives the
