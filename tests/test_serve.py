@@ -545,25 +545,8 @@ def test_sigterm_finishes_the_request_in_flight_then_exits_0(tmp_path):
     try:
         url = f"http://127.0.0.1:{port}"
         wait_until(lambda: _answers(f"{url}/health"), timeout=60)
-        boundary = "transdec-test"
-        body = (f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="logic.flac"\r\n\r\n'.encode()
-                + (ROOT / LOGIC).read_bytes() + f"\r\n--{boundary}--\r\n".encode())
-        uploading = threading.Event()
-
-        def slow_body():  # the upload takes 1.5 s: SIGTERM comes while it is in flight
-            yield body[:100]
-            uploading.set()
-            time.sleep(1.5)
-            yield body[100:]
-
-        with ThreadPoolExecutor(1) as pool:
-            began = time.monotonic()
-            response = pool.submit(httpx.post, f"{url}/v1/audio/transcriptions", content=slow_body(), timeout=30,
-                                   headers={"content-type": f"multipart/form-data; boundary={boundary}"})
-            assert uploading.wait(10)
-            time.sleep(0.3)
-            process.send_signal(signal.SIGTERM)
-            result = response.result()
+        began = time.monotonic()
+        result = upload_with_sigterm_in_flight(url, process, timeout=30)
         assert result.status_code == 200 and result.json()["text"] == LOGIC_TEXT
         assert time.monotonic() - began >= 1.4
         assert process.wait(30) == 0
@@ -572,6 +555,30 @@ def test_sigterm_finishes_the_request_in_flight_then_exits_0(tmp_path):
             process.kill()
         output = process.communicate()[0]
     assert "Shutting down" in output and "Finished server process" in output
+
+
+def upload_with_sigterm_in_flight(url: str, process: subprocess.Popen, timeout: float,
+                                  headers: dict[str, str] | None = None) -> httpx.Response:
+    """POST the logic recording to ``url``'s transcriptions endpoint as an upload that takes 1.5 s, sending
+    ``process`` SIGTERM while it is in flight; returns the response."""
+    boundary = "transdec-test"
+    body = (f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="logic.flac"\r\n\r\n'.encode()
+            + (ROOT / LOGIC).read_bytes() + f"\r\n--{boundary}--\r\n".encode())
+    uploading = threading.Event()
+
+    def slow_body():
+        yield body[:100]
+        uploading.set()
+        time.sleep(1.5)
+        yield body[100:]
+
+    with ThreadPoolExecutor(1) as pool:
+        response = pool.submit(httpx.post, f"{url}/v1/audio/transcriptions", content=slow_body(), timeout=timeout,
+                               headers={"content-type": f"multipart/form-data; boundary={boundary}", **(headers or {})})
+        assert uploading.wait(10)
+        time.sleep(0.3)
+        process.send_signal(signal.SIGTERM)
+        return response.result()
 
 
 def _answers(url: str) -> bool:

@@ -36,7 +36,7 @@ websockets_sync = pytest.importorskip("websockets.sync.client")
 
 from helpers import cli  # noqa: E402
 from test_serve import (AXIOM, LOGIC, LOGIC_TEXT, MAKING, ROOT, LiveServer, parse_metrics,  # noqa: E402
-                        wait_until)
+                        upload_with_sigterm_in_flight, wait_until)
 from transdec import load_model  # noqa: E402
 from transdec.serve import ServeOptions, create_app  # noqa: E402
 from transdec.serve.auth import ApiKeys  # noqa: E402
@@ -278,25 +278,8 @@ def test_a_replica_killed_under_load_loses_no_request_unseen(cluster, server) ->
 def test_sigterm_finishes_the_request_in_flight_and_leaves_the_cluster(cluster, server) -> None:
     """SIGTERM while an upload is in flight: it gets its transcript, then the command exits 0; the application and
     Ray Serve (which the command started) are gone from the cluster, which stays up."""
-    boundary = "transdec-test"
-    body = (f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="logic.flac"\r\n\r\n'.encode()
-            + (ROOT / LOGIC).read_bytes() + f"\r\n--{boundary}--\r\n".encode())
-    uploading = threading.Event()
-
-    def slow_body():  # the upload takes 1.5 s: SIGTERM comes while it is in flight
-        yield body[:100]
-        uploading.set()
-        time.sleep(1.5)
-        yield body[100:]
-
-    with ThreadPoolExecutor(1) as pool:
-        response = pool.submit(httpx.post, f"{server.url}/v1/audio/transcriptions", content=slow_body(), timeout=60,
-                               headers={"content-type": f"multipart/form-data; boundary={boundary}",
-                                        "authorization": f"Bearer {KEY}"})
-        assert uploading.wait(10)
-        time.sleep(0.3)
-        server.process.send_signal(signal.SIGTERM)
-        result = response.result()
+    result = upload_with_sigterm_in_flight(server.url, server.process, timeout=60,
+                                           headers={"authorization": f"Bearer {KEY}"})
     assert result.status_code == 200 and result.json()["text"] == LOGIC_TEXT
     assert server.process.wait(90) == 0, server.output
     assert "ray: stopping" in server.output and "ray: stopped" in server.output

@@ -327,11 +327,14 @@ class RelPositionAttention(nn.Module):
         q_u = (q + self.pos_bias_u).transpose(1, 2)  # [B, H, T, d_k]
         q_v = (q + self.pos_bias_v).transpose(1, 2)
         p = self.linear_pos(pattern.embeddings).view(1, -1, self.h, self.d_k).transpose(1, 2)  # [1, H, P, d_k]
-        if self.attention_dtype is None:
-            out = pattern.attend(q_u, q_v, k, v, p)  # [B, H, T, d_k]
-        else:
-            out = pattern.attend(*(t.to(self.attention_dtype) for t in (q_u, q_v, k, v, p))).to(x.dtype)
+        out = pattern.attend(*self.attention_inputs(q_u, q_v, k, v, p)).to(x.dtype)  # [B, H, T, d_k]
         return self.linear_out(out.transpose(1, 2).reshape(batch, frames, self.h * self.d_k))
+
+    def attention_inputs(self, *tensors: Tensor) -> tuple[Tensor, ...]:
+        """The attention core's inputs in :attr:`attention_dtype` (as they are where it is None)."""
+        if self.attention_dtype is None:
+            return tensors
+        return tuple(t.to(self.attention_dtype) for t in tensors)
 
 
 def _masked_softmax_average(scores: Tensor, allowed: Tensor | None, values: Tensor, scale: float) -> Tensor:

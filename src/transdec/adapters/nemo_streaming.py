@@ -304,8 +304,7 @@ def _cached_attention(attn: RelPositionAttention, queries: Tensor, keys_values: 
     v = keys_values[..., d:].reshape(batch, total, attn.h, attn.d_k).transpose(1, 2)
     q_u = (q + attn.pos_bias_u).transpose(1, 2)
     q_v = (q + attn.pos_bias_v).transpose(1, 2)
-    if attn.attention_dtype is not None:
-        q_u, q_v, k, v, p = (t.to(attn.attention_dtype) for t in (q_u, q_v, k, v, p))
+    q_u, q_v, k, v, p = attn.attention_inputs(q_u, q_v, k, v, p)
     content = torch.matmul(q_u, k.transpose(-2, -1))  # [B, H, T, C + T]
     position = _rel_shift(torch.matmul(q_v, p.transpose(-2, -1)), total)
     out = _masked_softmax_average(content.add_(position), allowed, v, math.sqrt(attn.d_k)).to(queries.dtype)

@@ -182,13 +182,12 @@ def apply_precision(model: nn.Module, quantize: str | None = None,
     return model
 
 
-def attention_in(encoder: nn.Module, dtype: torch.dtype) -> int:
+def attention_in(encoder: nn.Module, dtype: torch.dtype) -> None:
     """Run the attention core (scores, softmax, weighted values) of ``encoder``'s attention modules (those with an
-    ``attention_dtype`` attribute) in ``dtype``, their projections as they are; returns how many there were."""
-    modules = [m for m in encoder.modules() if hasattr(m, "attention_dtype")]
-    for module in modules:
-        module.attention_dtype = dtype
-    return len(modules)
+    ``attention_dtype`` attribute) in ``dtype``, their projections as they are."""
+    for module in encoder.modules():
+        if hasattr(module, "attention_dtype"):
+            module.attention_dtype = dtype
 
 
 def cpu_has_bfloat16() -> bool:
