@@ -2,8 +2,8 @@
 # Every GPU check of transdec in one go, for a CUDA machine that may have no network: the CUDA tests, then
 # the benchmarks, each writing its output under $OUT (default /tmp/transdec-gpu) as it goes.
 #
-#   bash bench/gpu_checks.sh [STAGE ...]     stages: env tests beam profile decoders streaming encoder evaluate
-#                                            training
+#   bash bench/gpu_checks.sh [STAGE ...]     stages: env tests beam profile decoders streaming nemo_streaming
+#                                            encoder evaluate training
 #                                            (default: all)
 #
 # Packages the machine lacks (NeMo for its reference decoders, soundfile for audio) are installed from
@@ -19,7 +19,7 @@ if [ -d .whl ]; then
         && export PYTHONPATH="$PYTHONPATH:/tmp/site"
 fi
 stages=("$@")
-[ ${#stages[@]} -gt 0 ] || stages=(env tests beam profile decoders streaming encoder evaluate training)
+[ ${#stages[@]} -gt 0 ] || stages=(env tests beam profile decoders streaming nemo_streaming encoder evaluate training)
 
 for stage in "${stages[@]}"; do
     echo "== $stage ($SECONDS s)"
@@ -55,6 +55,13 @@ for stage in "${stages[@]}"; do
         streaming)  # concurrent streams batched on the GPU against one at a time
             timeout "${STREAMING_SECONDS:-120}" python3 bench/streaming.py speed --device cuda --streams 1 16 64 \
                 --seconds 10 2>&1 | tee "$OUT/streaming.txt" ;;
+        nemo_streaming)  # cache-aware streaming of a parakeet-110m-sized model beside NeMo's, 64 and 256 streams
+            model=/tmp/nemo_stream_full/fc_streaming_110m.nemo
+            [ -f "$model" ] || python3 recipes/nemo_streaming_full.py /tmp/nemo_stream_full > "$OUT/nemo_streaming_model.log" 2>&1
+            # shellcheck disable=SC2086
+            timeout "${NEMO_STREAMING_SECONDS:-300}" python3 bench/nemo_streaming.py run --model "$model" \
+                --nemo-python python3 --device cuda --streams 64 256 --contexts 70,6 --rounds 2 --seconds 20 \
+                ${NEMO_STREAMING_OPTIONS:-} 2>&1 | tee "$OUT/nemo_streaming.md" ;;
         encoder)
             timeout "${ENCODER_SECONDS:-150}" python3 bench/encoder_lengths.py --device cuda 2>&1 | tee "$OUT/encoder.txt" ;;
         evaluate)

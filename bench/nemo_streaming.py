@@ -7,10 +7,12 @@ machine shows; then it prints one markdown table::
     .venv/bin/python bench/nemo_streaming.py run --model /tmp/nemo_stream_full/fc_streaming_110m.nemo \\
         --nemo-python /work/nemo-venv/bin/python --streams 1 16 --contexts 70,6 --threads 1 --rounds 3
 
-(the model: ``recipes/nemo_streaming_full.py``). ``--precisions int8 bf16`` adds transdec sides with the model
-loaded with ``quantize="int8"`` and with ``compute_dtype=torch.bfloat16`` (their tokens are compared with NeMo's
-float32 ones like the others'). ``--baseline-src DIR`` adds a side, transdec imported from
-another source tree (a copy from before a change), for before/after rows in the same rounds. Each side alone: ``bench/nemo_streaming.py side --side nemo|transdec
+(the model: ``recipes/nemo_streaming_full.py``). ``--device cuda`` runs both sides on the GPU (each step's time
+ends when the GPU has finished it; ``--nemo-python`` may then be the same interpreter, NeMo importable there).
+``--precisions int8 bf16`` adds transdec sides with the model loaded with ``quantize="int8"`` and with
+``compute_dtype=torch.bfloat16`` (their tokens are compared with NeMo's float32 ones like the others').
+``--baseline-src DIR`` adds a side, transdec imported from another source tree (a copy from before a change), for
+before/after rows in the same rounds. Each side alone: ``bench/nemo_streaming.py side --side nemo|transdec
 --audio FILE.npy ...`` writes a JSON of its step times and tokens.
 
 Audio: the recordings of ``examples/`` one after another, repeated; stream ``i`` starts ``i x 1.37 s`` into that
@@ -66,6 +68,7 @@ def parse_args() -> argparse.Namespace:
         p.add_argument("--streams", type=int, nargs="+", default=[1, 16])
         p.add_argument("--contexts", nargs="+", default=["70,6"], help="look-aheads LEFT,RIGHT")
     run.add_argument("--nemo-python", default="/work/nemo-venv/bin/python")
+    run.add_argument("--device", default="cpu", help="cpu or cuda, for both sides")
     run.add_argument("--threads", type=int, nargs="+", default=[1])
     run.add_argument("--rounds", type=int, default=3)
     run.add_argument("--seconds", type=float, default=20.0)
@@ -81,6 +84,7 @@ def parse_args() -> argparse.Namespace:
     side.add_argument("--audio", required=True, help=".npy [S, N] float32 at 16 kHz")
     side.add_argument("--threads", type=int, default=1)
     side.add_argument("--precision", choices=("fp32", "int8", "bf16"), default="fp32")
+    side.add_argument("--device", default="cpu")
     side.add_argument("--out", required=True)
     return parser.parse_args()
 
@@ -109,7 +113,15 @@ def stream_audio(streams: int, seconds: float) -> np.ndarray:
 
 # ------------------------------------------------------------------------------------------------------ sides
 
-def nemo_side(model_path: str, audio: np.ndarray, contexts: list[list[int]], streams: list[int]) -> dict:
+def finished(device: str) -> float:
+    """``time.perf_counter()`` once ``device`` has done the work queued on it."""
+    if device.startswith("cuda"):
+        torch.cuda.synchronize(device)
+    return time.perf_counter()
+
+
+def nemo_side(model_path: str, audio: np.ndarray, contexts: list[list[int]], streams: list[int],
+              device: str = "cpu") -> dict:
     import copy
 
     from nemo.utils import logging as nemo_logging
@@ -120,7 +132,7 @@ def nemo_side(model_path: str, audio: np.ndarray, contexts: list[list[int]], str
     import nemo.collections.asr as nemo_asr
     from nemo.collections.asr.parts.utils.streaming_utils import CacheAwareStreamingAudioBuffer
 
-    model = nemo_asr.models.ASRModel.restore_from(model_path, map_location="cpu").eval()
+    model = nemo_asr.models.ASRModel.restore_from(model_path, map_location=device).eval()
     decoding = copy.deepcopy(model.cfg.decoding)
     with open_dict(decoding):
         decoding.strategy = "greedy_batch"
@@ -133,14 +145,14 @@ def nemo_side(model_path: str, audio: np.ndarray, contexts: list[list[int]], str
         buffer = CacheAwareStreamingAudioBuffer(model, online_normalization=False, pad_and_drop_preencoded=False)
         for row in batch:
             buffer.append_audio(row)
-        features = time.perf_counter() - begin
+        features = finished(device) - begin
         cfg = encoder.streaming_cfg
         caches = encoder.get_initial_cache_state(batch_size=batch.shape[0])
         hypotheses, previous, steps = None, None, []
         chunks = iter(buffer)
         step = 0
         while True:
-            started = time.perf_counter()
+            started = finished(device)
             try:
                 chunk, chunk_len = next(chunks)
             except StopIteration:
@@ -151,9 +163,9 @@ def nemo_side(model_path: str, audio: np.ndarray, contexts: list[list[int]], str
                 keep_all_outputs=buffer.is_buffer_empty(), previous_hypotheses=hypotheses,
                 previous_pred_out=previous, drop_extra_pre_encoded=0 if step == 0 else cfg.drop_extra_pre_encoded,
                 return_transcription=True)
-            steps.append(time.perf_counter() - started)
+            steps.append(finished(device) - started)
             step += 1
-        total = time.perf_counter() - begin
+        total = finished(device) - begin
         return {"steps": steps, "total": total, "features": features,
                 "tokens": [[int(t) for t in h.y_sequence] for h in hypotheses]}
 
@@ -172,14 +184,14 @@ PRECISIONS = {"fp32": {}, "int8": {"quantize": "int8"}, "bf16": {"compute_dtype"
 
 
 def transdec_side(model_path: str, audio: np.ndarray, contexts: list[list[int]], streams: list[int],
-                  precision: str = "fp32") -> dict:
+                  precision: str = "fp32", device: str = "cpu") -> dict:
     import transdec
     from transdec.decoding import GreedyOptions
     from transdec.streaming import Recognizer, StreamingOptions
 
     results = {}
     for context in contexts:
-        model = transdec.load_model(model_path, att_context_size=context, **PRECISIONS[precision])
+        model = transdec.load_model(model_path, device=device, att_context_size=context, **PRECISIONS[precision])
         piece = (context[1] + 1) * round(model.frame_shift_seconds * SAMPLE_RATE)
 
         def one_run(batch: np.ndarray) -> dict:
@@ -198,12 +210,12 @@ def transdec_side(model_path: str, audio: np.ndarray, contexts: list[list[int]],
                         for stream in opened:
                             stream.input_finished()
                 while True:
-                    started = time.perf_counter()
+                    started = finished(device)
                     stepped = recognizer.decode()
                     if not stepped:
                         break
-                    steps.append(time.perf_counter() - started)
-            total = time.perf_counter() - begin
+                    steps.append(finished(device) - started)
+            total = finished(device) - begin
             return {"steps": steps, "total": total, "features": 0.0,
                     "tokens": [list(stream.result().tokens) for stream in opened]}
 
@@ -218,10 +230,11 @@ def side(args: argparse.Namespace) -> None:
     audio = np.load(args.audio)
     contexts = [[int(c) for c in context.split(",")] for context in args.contexts]
     if args.side == "nemo":
-        results = nemo_side(args.model, audio, contexts, args.streams)
+        results = nemo_side(args.model, audio, contexts, args.streams, args.device)
     else:
-        results = transdec_side(args.model, audio, contexts, args.streams, args.precision)
+        results = transdec_side(args.model, audio, contexts, args.streams, args.precision, args.device)
     Path(args.out).write_text(json.dumps({"side": args.side, "threads": args.threads, "torch": torch.__version__,
+                                          "device": args.device,
                                           "results": results}))
 
 
@@ -260,13 +273,15 @@ def driver(args: argparse.Namespace) -> None:
                 order = sides if number % 2 == 0 else sides[::-1]
                 for name in order:
                     out = Path(tmp) / f"{name.replace(' ', '-')}.json"
+                    # what PYTHONPATH held (NeMo's packages, where they are installed apart) after the source
                     env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads),
-                               PYTHONPATH=source[name])
+                               PYTHONPATH=os.pathsep.join(filter(None, (source[name],
+                                                                        os.environ.get("PYTHONPATH")))))
                     command = [python[name], str(Path(__file__).resolve()), "side", "--side",
                                "nemo" if name == "nemo" else "transdec", "--model",
                                args.model, "--audio", str(audio_path), "--threads", str(threads), "--out", str(out),
                                "--streams", *map(str, args.streams), "--contexts", *args.contexts,
-                               "--precision", precisions.get(name, "fp32")]
+                               "--precision", precisions.get(name, "fp32"), "--device", args.device]
                     started = time.perf_counter()
                     subprocess.run(command, env=env, check=True, cwd=REPO)
                     data = json.loads(out.read_text())
