@@ -4,7 +4,11 @@ The linear layers of a parakeet-tdt-0.6b-shaped FastConformer (d_model 1024, fee
 110m-shaped one (512, 2048), at the row counts an encoder sees (batch x frames: one 5 s recording is 63 encoder
 frames, eight 60 s recordings 6,000), each candidate in turn in every round, median of the rounds:
 
-* ``float32``: ``F.linear`` (MKL / oneDNN);
+* ``float32``: ``F.linear`` (PyTorch's CPU float32 products: MKL's SGEMM in the official wheels);
+* ``float32, oneDNN``: the same product through oneDNN with the weight reordered once
+  (``torch.ops.mkldnn._linear_pointwise``), when PyTorch has it; MKL keeps to its generic code path on AMD CPUs,
+  oneDNN does not;
+* ``float32, ONNX Runtime``: the layer exported to ONNX, run in float32 (MLAS), when onnxruntime is installed;
 * ``bfloat16``: weights and input in bfloat16 (oneDNN; AVX-512 BF16 or AMX where the CPU has them);
 * ``int8 dynamic (torch.ao)``: ``torch.ao.nn.quantized.dynamic.Linear`` (FBGEMM, per-channel int8 weights, the
   input quantized per call with one scale per tensor), on the ``fbgemm`` and the ``onednn`` engine;
@@ -50,6 +54,12 @@ def timed(fn: Callable[[], torch.Tensor], calls: int) -> float:
 def candidates(layer: torch.nn.Linear, x: torch.Tensor) -> dict[str, Callable[[], torch.Tensor]]:
     """The candidate kernels for ``layer`` applied to ``x`` (each returns float32)."""
     out: dict[str, Callable[[], torch.Tensor]] = {"float32": lambda: F.linear(x, layer.weight, layer.bias)}
+    onednn = _onednn_float32(layer, x)
+    if onednn is not None:
+        out["float32, oneDNN"] = onednn
+    ort32 = _onnxruntime(layer, x, quantized=False)
+    if ort32 is not None:
+        out["float32, ONNX Runtime"] = ort32
     w16, b16, x16 = layer.weight.bfloat16(), layer.bias.bfloat16(), x.bfloat16()
     out["bfloat16"] = lambda: F.linear(x16, w16, b16)
     with warnings.catch_warnings():
@@ -87,13 +97,23 @@ def candidates(layer: torch.nn.Linear, x: torch.Tensor) -> dict[str, Callable[[]
     out["int8 weight-only, float32"] = lambda: torch._weight_int8pack_mm(x, w8, scales) + layer.bias
     s16 = scales.bfloat16()
     out["int8 weight-only, bfloat16"] = lambda: torch._weight_int8pack_mm(x16, w8, s16) + b16
-    ort = _onnxruntime_int8(layer, x)
+    ort = _onnxruntime(layer, x, quantized=True)
     if ort is not None:
         out["int8 dynamic, ONNX Runtime"] = ort
     return out
 
 
-def _onnxruntime_int8(layer: torch.nn.Linear, x: torch.Tensor) -> Callable[[], torch.Tensor] | None:
+def _onednn_float32(layer: torch.nn.Linear, x: torch.Tensor) -> Callable[[], torch.Tensor] | None:
+    mkldnn = torch.ops.mkldnn
+    if not (torch.backends.mkldnn.is_available() and hasattr(mkldnn, "_linear_pointwise")
+            and hasattr(mkldnn, "_reorder_linear_weight")):
+        return None
+    weight = mkldnn._reorder_linear_weight(layer.weight, x.shape[0])
+    return lambda: mkldnn._linear_pointwise(x, weight, layer.bias, "none", [], "")
+
+
+def _onnxruntime(layer: torch.nn.Linear, x: torch.Tensor, quantized: bool) -> Callable[[], torch.Tensor] | None:
+    """The layer as an ONNX Runtime graph: float32, or int8 by ``quantize_dynamic``."""
     try:
         import onnxruntime as ort
         from onnxruntime.quantization import QuantType, quantize_dynamic
@@ -104,11 +124,13 @@ def _onnxruntime_int8(layer: torch.nn.Linear, x: torch.Tensor) -> Callable[[], t
         warnings.simplefilter("ignore")
         torch.onnx.export(layer, (x[:2],), str(folder / "f.onnx"), input_names=["x"], output_names=["y"],
                           dynamic_axes={"x": {0: "n"}, "y": {0: "n"}}, dynamo=False, opset_version=17)
-    quantize_dynamic(str(folder / "f.onnx"), str(folder / "q.onnx"), op_types_to_quantize=["MatMul"],
-                     weight_type=QuantType.QInt8)
+    if quantized:
+        quantize_dynamic(str(folder / "f.onnx"), str(folder / "q.onnx"), op_types_to_quantize=["MatMul"],
+                         weight_type=QuantType.QInt8)
     options = ort.SessionOptions()
     options.intra_op_num_threads, options.inter_op_num_threads = torch.get_num_threads(), 1
-    session = ort.InferenceSession(str(folder / "q.onnx"), options, providers=["CPUExecutionProvider"])
+    graph = folder / ("q.onnx" if quantized else "f.onnx")
+    session = ort.InferenceSession(str(graph), options, providers=["CPUExecutionProvider"])
     xn = x.numpy()
     return lambda: torch.from_numpy(session.run(None, {"x": xn})[0])
 
