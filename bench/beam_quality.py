@@ -170,9 +170,10 @@ def slot_settings(strategy: str, beam: int, spec: str) -> list[tuple[dict, str]]
     one empty setting for the other strategies."""
     if "alsd" not in strategy:
         return [({}, "")]
+    named = {"quarter": max(1, beam // 4), "all": beam}
     settings = []
     for item in spec.split(","):
-        slots = {"quarter": max(1, beam // 4), "all": beam}.get(item) if item in ("quarter", "all") else int(item)
+        slots = named[item] if item in named else int(item)
         settings.append(({"dominance_slots": slots}, f", {slots} by dominance" if slots else ""))
     return settings
 
